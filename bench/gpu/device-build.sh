@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the CUDA variant of the native module on the GPU machine with plain cmake (cmake-js itself is not carried):
+# the same CMakeLists.txt, the Node-API headers from node-api-headers, torch from the machine's python3.
+source bench/gpu/device-env.sh
+read -r TORCH_INC TORCH_LIB ABI < <(python3 -c "
+import torch, os
+from torch.utils import cpp_extension
+print(';'.join(cpp_extension.include_paths()), os.path.join(os.path.dirname(torch.__file__), 'lib'), int(torch._C._GLIBCXX_USE_CXX11_ABI))")
+NAPI_INC=$(node -p "require('node-api-headers').include_dir")
+cmake -S native -B native/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_JS_INC="$NAPI_INC" -DTORCH_INCLUDE_DIRS="$TORCH_INC" -DTORCH_LIB_DIR="$TORCH_LIB" \
+  -DTORCH_CXX11_ABI="$ABI" -DRLLOOP_CUDA=ON -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/native/build/Release" >/dev/null
+cmake --build native/build -j "$(nproc)"
+ls -la native/build/Release/*.node

@@ -1,0 +1,14 @@
+# Sourced at the start of every command on the GPU machine (see bench/README.md).
+# The machine has python3 with torch but no Node and no network: we carry a compressed Node 20 binary (.node/),
+# the two header packages the addon build needs (.node/node_modules), and the compiled TypeScript (dist/).
+set -euo pipefail
+export RLLOOP_ROOT=$(pwd)
+if [ ! -x /tmp/node/bin/node ]; then
+  mkdir -p /tmp/node/bin
+  xz -dc .node/node-20.20.2.xz > /tmp/node/bin/node && chmod +x /tmp/node/bin/node
+fi
+export PATH=/tmp/node/bin:$PATH
+[ -d node_modules ] || ln -s .node/node_modules node_modules
+export RLLOOP_PYTHON=$(command -v python3)
+export PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
