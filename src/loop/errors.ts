@@ -1,0 +1,58 @@
+// Named errors of the loop with `cause`, and predicates so call sites never compare strings.
+import type { RejectReason } from "./schema.js";
+
+/** The configuration is invalid; the message names the field, the rule and the value. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A rollout is refused; `reason` is a stable code from RejectReason, the message says what exactly. */
+export class RolloutRejectedError extends Error {
+  override name = "RolloutRejectedError";
+  constructor(readonly reason: RejectReason, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** The trainer failed a round (exit code, missing output, unreadable stats). */
+export class TrainerError extends Error {
+  override name = "TrainerError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** Another writer moved the state record: this daemon must not continue (two daemons on one policy). */
+export class StateConflictError extends Error {
+  override name = "StateConflictError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A replayed round does not reproduce its manifest. */
+export class ReplayMismatchError extends Error {
+  override name = "ReplayMismatchError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+export const isConfigError = (err: unknown): err is ConfigError => err instanceof ConfigError;
+export const isRolloutRejected = (err: unknown): err is RolloutRejectedError => err instanceof RolloutRejectedError;
+export const isTrainerError = (err: unknown): err is TrainerError => err instanceof TrainerError;
+export const isStateConflict = (err: unknown): err is StateConflictError => err instanceof StateConflictError;
+
+/** One line per error in the cause chain, for the CLI's top-level handler. */
+export function causeChain(err: unknown): string[] {
+  const lines: string[] = [];
+  let cur: unknown = err;
+  for (let depth = 0; cur !== undefined && cur !== null && depth < 8; depth++) {
+    lines.push(cur instanceof Error ? `${cur.name}: ${cur.message}` : String(cur));
+    cur = cur instanceof Error ? cur.cause : undefined;
+  }
+  return lines;
+}
