@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import { TrainInputError, shown } from "./errors.js";
 
-const bits = z.string().regex(/^[01]*$/, "must be a string of 0/1 characters");
+const bits = z.string({ error: "must be a string of 0/1 characters" }).regex(/^[01]*$/, "must be a string of 0/1 characters");
 
 export const SftRowSchema = z.object({
   image: z.string().min(1, "must be a non-empty path"),

@@ -1,0 +1,74 @@
+// A training row → the native module's RowInput, as the seed's Collate + processor build it:
+//   text   = chat_template([image, prompt(name, memory)], generation prompt, thinking off) + code + "<|im_end|>"
+//   ids    = tokenizer(text), each <|image_pad|> repeated gh·gw/merge² times (the processor's expansion)
+//   scored = the last len(code) + 1 tokens: the code digits and <|im_end|>
+// Batches are right-padded by the native module (model.prepare), so nothing here pads.
+import type { ImageProcessorOptions, RowInput } from "../native.js";
+import { loadChatTemplate, type ChatTemplate } from "./chat-template.js";
+import { TrainInputError } from "./errors.js";
+import { expandImagePads } from "./image-pads.js";
+import { readImagePatches, loadImageOptions } from "./images.js";
+import type { PromptRenderer } from "./prompt.js";
+import type { SftRow } from "./rows.js";
+import { loadTokenizer, type TextTokenizer } from "./tokenizer.js";
+
+export const END_TOKEN = "<|im_end|>";
+export const IMAGE_PAD_TOKEN = "<|image_pad|>";
+
+export interface Collator {
+  /** One row; `source` names the data file for messages ("train.jsonl line 4: ..."). */
+  row(row: SftRow, source: string): Promise<RowInput>;
+  text(row: SftRow): string;
+  readonly tokenizer: TextTokenizer;
+}
+
+export interface CollatorParts {
+  chatTemplate: ChatTemplate;
+  tokenizer: TextTokenizer;
+  imageOptions: ImageProcessorOptions;
+  prompt: PromptRenderer;
+}
+
+export async function loadCollator(modelDir: string, prompt: PromptRenderer): Promise<Collator> {
+  const [chatTemplate, tokenizer, imageOptions] = await Promise.all([
+    loadChatTemplate(modelDir),
+    loadTokenizer(modelDir),
+    loadImageOptions(modelDir),
+  ]);
+  return makeCollator({ chatTemplate, tokenizer, imageOptions, prompt });
+}
+
+export function makeCollator({ chatTemplate, tokenizer, imageOptions, prompt }: CollatorParts): Collator {
+  const imagePad = tokenizer.idOf(IMAGE_PAD_TOKEN);
+  const end = tokenizer.idOf(END_TOKEN);
+  const text = (row: SftRow) => chatTemplate.renderPrompt(prompt(row)) + row.code + END_TOKEN;
+  return {
+    tokenizer,
+    text,
+    async row(row, source) {
+      const where = `${source} line ${row.line}`;
+      const [ids, codeIds, image] = await Promise.all([
+        tokenizer.encode(text(row)),
+        tokenizer.encode(row.code),
+        readImagePatches(row.image, imageOptions, where),
+      ]);
+      const [, gh, gw] = image.grid;
+      const inputIds = expandImagePads(ids, imagePad, [(gh * gw) / imageOptions.mergeSize ** 2], where);
+      const scoreCount = row.code.length + 1;
+      if (codeIds.length !== row.code.length) {
+        throw new TrainInputError(`${where}: the tokenizer splits code '${row.code}' into ${codeIds.length} tokens, not one a digit`);
+      }
+      checkScoredTail(inputIds, codeIds, end, where);
+      return { inputIds, images: [image], scoreStart: inputIds.length - scoreCount, scoreCount };
+    },
+  };
+}
+
+/** The scored tail must be one token per digit (the Qwen3.5 pre-tokenizer splits digits) and <|im_end|>. */
+function checkScoredTail(ids: Int32Array, codeIds: Int32Array, end: number, where: string): void {
+  const tail = ids.subarray(ids.length - codeIds.length - 1);
+  const digitsAlone = codeIds.every((id, i) => tail[i] === id);
+  if (tail[tail.length - 1] !== end || !digitsAlone) {
+    throw new TrainInputError(`${where}: the code does not tokenize to its own tokens before ${END_TOKEN}`);
+  }
+}

@@ -1,0 +1,192 @@
+// PPO round, the seed's variant (seed/README.md, bt_train.py ppo):
+//   - continues --adapter (and the optimizer state beside it) with a constant --lr; --ref is a frozen second
+//     adapter; old (policy) and ref log-probs of the code tokens are computed once, no grad, batches of 2·batch;
+//   - sequence-level ratio: ratio = exp(Σ_code lp − Σ_code old), one per row, not per token;
+//   - pg = −min(ratio·A, clip(ratio, 1 − 0.2, 1 + 0.2)·A) with the row's advantage A (no value function, no
+//     entropy bonus: advantages come with the rows);
+//   - k3 KL to the reference, summed over the code tokens: kl = Σ exp(ref − lp) − (ref − lp) − 1, β = 0.02;
+//   - loss = mean over the batch of (pg + β·kl) / accumulation; an AdamW step every `accumulation` forwards and
+//     after an epoch's last forward, gradient-norm clip 1.0; <|im_end|> is not scored (only the n code tokens).
+// Off by default (docs/trainer.md): truncated importance sampling against the sampler, each row's loss weighted
+// by min(exp(Σ old − vllm_logp), cap) (--tis-cap), and sampler/trainer mismatch statistics (--mismatch-stats).
+// Outputs in --out: the adapter, optimizer.safetensors, stats.json (stats.ts PpoStats).
+import { join } from "node:path";
+import type { Model, Optimizer } from "../native.js";
+import { batches, rankOrder, strided } from "./batching.js";
+import { loadCollator, type Collator } from "./collate.js";
+import { writeJsonAtomic } from "./files.js";
+import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP, type TrainJob } from "./job.js";
+import { preparedBatches } from "./loader.js";
+import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
+import { Progress } from "./progress.js";
+import { loadPrompt } from "./prompt.js";
+import { meanOverRanks, sumOverRanks, type RankContext } from "./rank-context.js";
+import { readRows, type PpoRow } from "./rows.js";
+import { mean, mismatchStats, round4, type PpoStats, type PpoStepStats } from "./stats.js";
+
+export const POLICY = "policy";
+export const REFERENCE = "ref";
+
+export interface PpoResult {
+  kind: "ppo";
+  stats: PpoStats;
+  updates: number;
+  optimizerFrom: "rlloop" | "seed" | "none";
+  out: string;
+}
+
+/** Code-token log-probs of every row under each adapter: [rows × n], row-major. */
+interface FixedLogprobs {
+  old: Float32Array;
+  ref: Float32Array;
+  n: number;
+}
+
+export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
+  const rows = await readRows(job.data, "ppo");
+  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined));
+  await model.loadAdapter(POLICY, job.adapter!);
+  await model.loadAdapter(REFERENCE, job.ref!);
+  const fixed = await fixedLogprobs(ctx, model, collator, rows, job);
+  model.setTrainable(POLICY);
+  const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
+  const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, modelDir);
+  const oldSums = rowSums(fixed.old, fixed.n);
+  const vllm = Float64Array.from(rows, (r) => r.vllm_logp);
+  const weights = job.tisCap === null ? null : truncatedWeights(oldSums, vllm, job.tisCap);
+  ctx.log.info({ rows: rows.length, ranks: ctx.world, batch: job.batch, optimizerFrom, tisCap: job.tisCap }, "ppo start");
+
+  const start = performance.now();
+  let updates = 0;
+  let last: PpoStepStats[] = [];
+  for (let epoch = 0; epoch < job.epochs; epoch++) {
+    const epochRun = await ppoEpoch(ctx, model, optimizer, collator, rows, fixed, weights, job, epoch);
+    updates += epochRun.updates;
+    last = epochRun.steps;
+    ctx.log.info({ epoch: epoch + 1, pg: mean(last.map((s) => s.pg)), kl: mean(last.map((s) => s.kl)) }, `ppo epoch ${epoch + 1}`);
+  }
+  const totals = await meanOverRanks(
+    ctx,
+    Float32Array.of(mean(last.map((s) => s.pg)), mean(last.map((s) => s.kl)), mean(last.map((s) => s.clipFrac))),
+  );
+  const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
+  if (ctx.rank === 0) await saveRound(model, optimizer, job.out, stats);
+  return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
+}
+
+/** Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank. */
+async function fixedLogprobs(
+  ctx: RankContext,
+  model: Model,
+  collator: Collator,
+  rows: PpoRow[],
+  job: TrainJob,
+): Promise<FixedLogprobs> {
+  const n = rows[0]!.code.length;
+  const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
+  const out: Record<string, Float32Array> = {};
+  for (const adapter of [REFERENCE, POLICY]) {
+    const values = new Float32Array(rows.length * n); // zeros except this rank's rows, summed over ranks below
+    for await (const b of preparedBatches(model, collator, rows, batches(mine, 2 * job.batch), job.data)) {
+      const { logp, K } = await model.logprobs(b.batch, { adapter });
+      b.indices.forEach((row, i) => values.set(logp.subarray(i * K, i * K + n), row * n));
+    }
+    out[adapter] = await sumOverRanks(ctx, values);
+  }
+  return { old: out[POLICY]!, ref: out[REFERENCE]!, n };
+}
+
+async function ppoEpoch(
+  ctx: RankContext,
+  model: Model,
+  optimizer: Optimizer,
+  collator: Collator,
+  rows: PpoRow[],
+  fixed: FixedLogprobs,
+  weights: Float32Array | null,
+  job: TrainJob,
+  epoch: number,
+): Promise<{ steps: PpoStepStats[]; updates: number }> {
+  const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
+  const groups = batches(order, job.batch);
+  const progress = new Progress(ctx.log, `ppo epoch ${epoch + 1} forward`, groups.length, ctx.rank === 0);
+  const steps: PpoStepStats[] = [];
+  let updates = 0;
+  let step = 0;
+  for await (const b of preparedBatches(model, collator, rows, groups, job.data)) {
+    const { n } = fixed;
+    const result = await model.backward(b.batch, {
+      kind: "ppo",
+      n,
+      old: Float32Array.from(b.indices, (i) => sum(fixed.old.subarray(i * n, (i + 1) * n))),
+      ref: gatherRows(fixed.ref, b.indices, n),
+      adv: Float32Array.from(b.rows, (r) => r.adv),
+      clip: PPO_CLIP,
+      beta: PPO_BETA,
+      scale: 1 / job.accumulation,
+      ...(weights === null ? {} : { weight: Float32Array.from(b.indices, (i) => weights[i]!) }),
+    });
+    step++;
+    if (step % job.accumulation === 0 || step === groups.length) {
+      await optimizer.step({ lr: job.lr, maxGradNorm: MAX_GRAD_NORM });
+      updates++;
+    }
+    steps.push(stepStats(result.pg!, result.kl!, result.ratio!));
+    progress.step({ step, loss: result.loss, rows: b.rows.length * ctx.world });
+  }
+  return { steps, updates };
+}
+
+function stepStats(pg: Float32Array, kl: Float32Array, ratio: Float32Array): PpoStepStats {
+  const clipped = Array.from(ratio, (r) => (Math.abs(r - 1) > PPO_CLIP ? 1 : 0));
+  return { pg: mean(pg), kl: mean(kl), clipFrac: mean(clipped) };
+}
+
+/** Truncated IS weights min(exp(Σ old − vllm_logp), cap), one per row (sequence level). */
+export function truncatedWeights(oldSums: Float64Array, vllm: Float64Array, cap: number): Float32Array {
+  return Float32Array.from(oldSums, (o, i) => Math.min(Math.exp(o - vllm[i]!), cap));
+}
+
+function roundStats(
+  totals: Float32Array,
+  oldSums: Float64Array,
+  vllm: Float64Array,
+  rows: number,
+  seconds: number,
+  job: TrainJob,
+): PpoStats {
+  const gaps = Array.from(oldSums, (o, i) => o - vllm[i]!);
+  const stats: PpoStats = {
+    pg_loss: round4(totals[0]!),
+    kl: round4(totals[1]!),
+    clip_frac: round4(totals[2]!),
+    logp_gap: round4(mean(gaps)),
+    logp_gap_abs: round4(mean(gaps.map(Math.abs))),
+    rows,
+    train_s: Math.round(seconds),
+  };
+  if (job.mismatchStats || job.tisCap !== null) stats.mismatch = mismatchStats(oldSums, vllm, job.tisCap);
+  return stats;
+}
+
+async function saveRound(model: Model, optimizer: Optimizer, out: string, stats: PpoStats): Promise<void> {
+  await model.saveAdapter(POLICY, out);
+  await optimizer.save(join(out, OPTIMIZER_FILE));
+  await writeJsonAtomic(join(out, "stats.json"), stats);
+}
+
+function rowSums(values: Float32Array, n: number): Float64Array {
+  return Float64Array.from({ length: values.length / n }, (_, i) => sum(values.subarray(i * n, (i + 1) * n)));
+}
+
+function gatherRows(values: Float32Array, indices: number[], n: number): Float32Array {
+  const out = new Float32Array(indices.length * n);
+  indices.forEach((row, i) => out.set(values.subarray(row * n, (row + 1) * n), i * n));
+  return out;
+}
+
+function sum(values: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < values.length; i++) s += values[i]!;
+  return s;
+}

@@ -1,0 +1,80 @@
+// SFT recipe, the seed's: mean cross-entropy over the scored tokens (code digits + <|im_end|>) of each batch, one
+// AdamW update per batch (betas 0.9/0.999, eps 1e-8, weight decay 0.01), gradient-norm clip 1.0, LR warm-up over
+// 10 updates then cosine (schedule.ts), a new LoRA (r 16, alpha 32, the seed's modules) unless --adapter gives a
+// starting one. Accuracy on --valid before training and after each epoch; the adapter and valid.json are written
+// to --out after each epoch. With several ranks, gradients are averaged over ranks at each update (DDP's rule).
+import { join } from "node:path";
+import type { Model } from "../native.js";
+import { validationAccuracy } from "./accuracy.js";
+import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
+import { loadCollator } from "./collate.js";
+import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM, type TrainJob } from "./job.js";
+import { preparedBatches } from "./loader.js";
+import { createOptimizer } from "./optimizer-state.js";
+import { Progress } from "./progress.js";
+import { loadPrompt } from "./prompt.js";
+import { meanOverRanks, type RankContext } from "./rank-context.js";
+import { readRows } from "./rows.js";
+import { sftLearningRate } from "./schedule.js";
+import type { Accuracy } from "./stats.js";
+import { writeJsonAtomic } from "./files.js";
+
+export const POLICY = "policy";
+
+export interface SftResult {
+  kind: "sft";
+  updates: number;
+  valid: Accuracy | null;
+  lastLoss: number;
+  out: string;
+}
+
+export async function runSft(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<SftResult> {
+  const rows = await readRows(job.data, "sft");
+  const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid");
+  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined));
+  await setUpAdapter(model, job);
+  const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
+  const total = Math.min(job.maxUpdates ?? Infinity, batchesPerEpoch(rows.length, ctx.world, job.batch) * job.epochs);
+  ctx.log.info({ rows: rows.length, valid: valid?.length ?? 0, ranks: ctx.world, batch: job.batch, updates: total }, "sft start");
+  const check = async (label: string) => {
+    if (valid === null) return null;
+    const acc = await validationAccuracy(ctx, model, collator, valid, job.valid!, POLICY, job.batch);
+    ctx.log.info({ ...acc, at: label }, `valid ${label}`);
+    return acc;
+  };
+  await check("before");
+  const progress = new Progress(ctx.log, "sft update", total, ctx.rank === 0);
+  let update = 0;
+  let lastLoss = NaN;
+  let acc: Accuracy | null = null;
+  for (let epoch = 0; epoch < job.epochs && update < total; epoch++) {
+    const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
+    for await (const b of preparedBatches(model, collator, rows, batches(order, job.batch), job.data)) {
+      const { loss } = await model.backward(b.batch, { kind: "sft", scale: 1 });
+      const lr = sftLearningRate(job.lr, update, total);
+      const { gradNorm } = await optimizer.step({ lr, maxGradNorm: MAX_GRAD_NORM });
+      lastLoss = (await meanOverRanks(ctx, Float32Array.of(loss)))[0]!;
+      update++;
+      progress.step({ step: update, loss: lastLoss, rows: b.rows.length * ctx.world, lr, gradNorm });
+      if (update >= total) break;
+    }
+    acc = await check(`epoch ${epoch + 1}`);
+    if (ctx.rank === 0) await saveEpoch(model, job.out, epoch + 1, update, acc);
+  }
+  return { kind: "sft", updates: update, valid: acc, lastLoss, out: job.out };
+}
+
+async function setUpAdapter(model: Model, job: TrainJob): Promise<void> {
+  if (job.adapter === null) {
+    model.addAdapter(POLICY, { r: LORA_RANK, alpha: LORA_ALPHA, targetModules: LORA_TARGETS, seed: job.seed });
+  } else {
+    await model.loadAdapter(POLICY, job.adapter);
+  }
+  model.setTrainable(POLICY);
+}
+
+async function saveEpoch(model: Model, out: string, epoch: number, updates: number, acc: Accuracy | null) {
+  await model.saveAdapter(POLICY, out);
+  if (acc !== null) await writeJsonAtomic(join(out, "valid.json"), { epoch, updates, ...acc });
+}
