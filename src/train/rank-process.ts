@@ -1,0 +1,54 @@
+// Entry point of a rank process (started by resident.ts): loads the base model once, joins the process group,
+// then runs the jobs it is sent over IPC one after another until told to stop. Logs go to stdout as pino JSON
+// with the rank bound.
+import { getOneMessage, sendMessage } from "execa";
+import { logger } from "../log.js";
+import type { ProcessGroup } from "../native.js";
+import { RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
+import { loadModel, runJob } from "./run-job.js";
+
+const send = (message: FromRank) => sendMessage(message as never);
+const errorOf = (err: unknown) => ({ name: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) });
+
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.env[RANK_SPEC_ENV] ?? "null") as RankSpec | null;
+  if (spec === null) throw new Error(`${RANK_SPEC_ENV} is not set: rank processes are started by rlloop`);
+  const log = logger("train", { rank: spec.rank });
+  let group: ProcessGroup | null = null;
+  let model;
+  try {
+    model = await loadModel(spec.model);
+    group = spec.world > 1 ? await joinGroup(spec) : null;
+  } catch (err) {
+    await send({ type: "failed", rank: spec.rank, error: errorOf(err) });
+    return;
+  }
+  await send({ type: "ready", rank: spec.rank });
+  const ctx = { rank: spec.rank, world: spec.world, group, log };
+  for (;;) {
+    const message = (await getOneMessage()) as ToRank;
+    if (message.type === "stop") break;
+    try {
+      const result = await runJob(ctx, model, spec.model, message.job);
+      await send({ type: "result", id: message.id, rank: spec.rank, ok: true, result });
+    } catch (err) {
+      log.error({ err }, "job failed");
+      await send({ type: "result", id: message.id, rank: spec.rank, ok: false, error: errorOf(err) });
+    }
+  }
+  await group?.close();
+}
+
+async function joinGroup(spec: RankSpec): Promise<ProcessGroup> {
+  const { ProcessGroup } = await import("../native.js");
+  return ProcessGroup.init({
+    backend: spec.model.device === "cpu" ? "gloo" : "nccl",
+    rank: spec.rank,
+    worldSize: spec.world,
+    masterAddr: spec.masterAddr,
+    masterPort: spec.masterPort,
+    device: spec.model.device,
+  });
+}
+
+await main();

@@ -1,0 +1,22 @@
+// One job on a loaded model: the recipe for its kind, then the job's adapters are dropped so a resident rank
+// can take the next job on the same base model.
+import type { Model } from "../native.js";
+import type { ModelSpec, TrainJob } from "./job.js";
+import { POLICY, REFERENCE, runPpo, type PpoResult } from "./ppo.js";
+import type { RankContext } from "./rank-context.js";
+import { runSft, type SftResult } from "./sft.js";
+
+export type TrainResult = SftResult | PpoResult;
+
+export async function runJob(ctx: RankContext, model: Model, spec: ModelSpec, job: TrainJob): Promise<TrainResult> {
+  try {
+    return job.kind === "sft" ? await runSft(ctx, model, spec.dir, job) : await runPpo(ctx, model, spec.dir, job);
+  } finally {
+    for (const name of [POLICY, REFERENCE]) if (model.adapterNames().includes(name)) model.removeAdapter(name);
+  }
+}
+
+export async function loadModel(spec: ModelSpec): Promise<Model> {
+  const { Model } = await import("../native.js");
+  return Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing });
+}
