@@ -8,6 +8,8 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { logger } from "../log.js";
 import type { Checkpointing, DType } from "../native.js";
 import { TrainInputError, isTrainInputError } from "./errors.js";
+import { checkImages } from "./image-check.js";
+import { readRows } from "./rows.js";
 import { JOB_DEFAULTS, type JobKind, type ModelSpec, type TrainJob } from "./job.js";
 
 interface RawOptions {
@@ -51,7 +53,7 @@ function trainSubcommand(kind: JobKind): Command {
     .requiredOption("--out <dir>", "output folder: adapter" + (kind === "ppo" ? ", optimizer.safetensors, stats.json" : ", valid.json"))
     .requiredOption("--model <dir>", "Hugging Face Qwen3.5 checkpoint folder (config, safetensors, tokenizer, preprocessor)")
     .option("--epochs <n>", `passes over --data (default: ${d.epochs})`, positiveInt("--epochs"))
-    .option("--lr <x>", `learning rate (default: ${d.lr}${kind === "sft" ? ", warm-up 10 updates then cosine" : ", constant"})`, positiveFloat("--lr"))
+    .option("--lr <x>", `learning rate (default: ${d.lr.toExponential()}${kind === "sft" ? ", warm-up 10 updates then cosine" : ", constant"})`, positiveFloat("--lr"))
     .option("--batch <n>", `rows per rank per forward (default: ${JOB_DEFAULTS.batch})`, positiveInt("--batch"), JOB_DEFAULTS.batch)
     .option("--seed <n>", `row order${kind === "sft" ? " and the new adapter's initialisation" : ""} (default: ${JOB_DEFAULTS.seed})`, nonNegativeInt("--seed"), JOB_DEFAULTS.seed)
     .option("--gpus <n>", "rank processes, one per GPU (default: all visible GPUs; 1 on CPU)", positiveInt("--gpus"))
@@ -85,6 +87,7 @@ function trainSubcommand(kind: JobKind): Command {
 
 async function trainAction(kind: JobKind, raw: RawOptions): Promise<void> {
   const { job, model, ranks } = await resolveOptions(kind, raw);
+  await checkRows(job);
   const log = logger("train");
   if (ranks === 1) {
     const { loadModel, runJob } = await import("./run-job.js");
@@ -136,6 +139,13 @@ export async function resolveOptions(kind: JobKind, raw: RawOptions): Promise<{ 
     checkpointing: raw.checkpointing,
   };
   return { job, model, ranks };
+}
+
+/** Rows and their frames are validated before any model is loaded (the recipes read them again). */
+async function checkRows(job: TrainJob): Promise<void> {
+  const rows = await readRows(job.data, job.kind);
+  await checkImages(rows, job.data);
+  if (job.valid !== null) await checkImages(await readRows(job.valid, "sft", "--valid"), job.valid);
 }
 
 /** GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else the /dev/nvidiaN device files. */
