@@ -63,6 +63,7 @@ const Frames = z.strictObject({
 const Round = z.strictObject({
   rows: positiveInt().default(256),
   groups: positiveInt().nullable().default(null),
+  groupSize: positiveInt().nullable().default(null),
   maxWaitS: seconds().nullable().default(600),
   minRows: positiveInt().default(32),
 });
@@ -143,6 +144,7 @@ export function parseConfig(input: unknown): Config {
   refuseRenamed(input);
   const result = ConfigSchema.safeParse(input);
   if (!result.success) throw new ConfigError(result.error.issues.map((issue) => describeIssue(issue, input)).join("; "));
+  checkCombinations(result.data);
   return deepFreeze(resolvePaths(result.data));
 }
 
@@ -240,6 +242,13 @@ function resolvePaths(config: Config): Config {
     frames: { ...config.frames, roots: config.frames.roots.map((r) => resolve(r)) },
     adapter: { initial: abs(config.adapter.initial), reference: abs(config.adapter.reference) },
   };
+}
+
+/** Rules across fields, checked after the per-field ones. */
+function checkCombinations(config: Config) {
+  if (config.round.groups !== null && config.round.groupSize === null) {
+    throw new ConfigError("'round.groups' needs 'round.groupSize' (the rollouts of a complete group), got round.groupSize null");
+  }
 }
 
 function refuseRenamed(input: unknown) {

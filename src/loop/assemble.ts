@@ -1,0 +1,99 @@
+// Round folder assembly (DESIGN.md data flow step 4): move the round's frames from incoming/ into frames/, compute
+// advantages, write train.jsonl in the seed's row format and the manifest. `trainJsonl` is a pure function of
+// the rollouts (sorted by stream sequence) and the advantage config, so replay reproduces it byte for byte.
+import { mkdir, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { advantages, type Episode } from "./advantages.js";
+import type { AdvantageConfig } from "./config.js";
+import { sha256, writeFileAtomic } from "./files.js";
+import { writeManifest, type Manifest } from "./manifest.js";
+import { frameFileName, frameRowPath } from "./paths.js";
+import type { RolloutCompleted, RoundTrigger } from "./schema.js";
+
+export const TRAIN_FILE = "train.jsonl";
+
+export interface RoundRollout {
+  seq: number;
+  rollout: RolloutCompleted;
+}
+
+/** One training row: the seed's format (image path relative to the round folder). */
+export interface TrainRow {
+  image: string;
+  name: string;
+  code: string;
+  adv: number;
+  vllm_logp: number;
+  memory?: [string, string];
+}
+
+export function trainRows(items: readonly RoundRollout[], config: AdvantageConfig): TrainRow[] {
+  const sorted = [...items].sort((a, b) => a.seq - b.seq);
+  const episodes: Episode[] = sorted.map(({ rollout }) => ({
+    group: rollout.group,
+    reward: rollout.reward,
+    stepRewards: rollout.steps.map((s) => s.reward),
+  }));
+  const adv = advantages(episodes, config);
+  return sorted.flatMap(({ seq, rollout }, i) => rollout.steps.map((step, k) => {
+    const row: TrainRow = { image: frameRowPath(seq, k), name: step.name, code: step.code, adv: adv[i]?.[k] as number, vllm_logp: step.vllm_logp };
+    if (step.memory) row.memory = [step.memory[0], step.memory[1]];
+    return row;
+  }));
+}
+
+export function trainJsonl(items: readonly RoundRollout[], config: AdvantageConfig): string {
+  return trainRows(items, config).map((row) => `${JSON.stringify(row)}\n`).join("");
+}
+
+export interface AssembleInput {
+  round: number;
+  policy: string;
+  dir: string;
+  incoming: string;
+  items: readonly RoundRollout[];
+  trigger: RoundTrigger;
+  advantage: AdvantageConfig;
+  parent: Manifest["parent"];
+  reference: Manifest["reference"];
+  configHash: string;
+  seed: number;
+  /** called after train.jsonl is written, before the manifest (test pause point) */
+  beforeManifest?: () => Promise<void>;
+}
+
+/** Frames must already be in incoming/ (intake wrote them); the folder is rebuilt from scratch. */
+export async function assembleRound(input: AssembleInput): Promise<Manifest> {
+  const frames = join(input.dir, "frames");
+  await rm(input.dir, { recursive: true, force: true });
+  await mkdir(frames, { recursive: true });
+  for (const { seq, rollout } of input.items) {
+    for (let k = 0; k < rollout.steps.length; k++) {
+      await rename(join(input.incoming, frameFileName(seq, k)), join(frames, frameFileName(seq, k)));
+    }
+  }
+  const text = trainJsonl(input.items, input.advantage);
+  await writeFileAtomic(join(input.dir, TRAIN_FILE), text);
+  await input.beforeManifest?.();
+  const now = new Date().toISOString();
+  const manifest: Manifest = {
+    version: 1,
+    round: input.round,
+    policy: input.policy,
+    status: "assembled",
+    parent: input.parent,
+    reference: input.reference,
+    events: [...input.items].sort((a, b) => a.seq - b.seq).map(({ seq, rollout }) => ({ seq, id: rollout.id, rows: rollout.steps.length })),
+    rows: input.items.reduce((n, { rollout }) => n + rollout.steps.length, 0),
+    trigger: input.trigger,
+    advantage: { ...input.advantage },
+    configHash: input.configHash,
+    trainSha256: sha256(text),
+    seed: input.seed,
+    attempts: 0,
+    createdAt: now,
+    updatedAt: now,
+  };
+  await writeManifest(input.dir, manifest);
+  return manifest;
+}

@@ -1,0 +1,42 @@
+// Publishing the daemon's events: rejections and round lifecycle go to JetStream (stream RLLOOP_EVENTS) with a
+// Nats-Msg-Id, so a restart that repeats a step does not record it twice; stats go to core NATS (ephemeral).
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/nats-core";
+import type { Logger } from "pino";
+import { msgIds, subjects, type RolloutRejected, type RoundEvent, type StatsEvent } from "./schema.js";
+
+type Without<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+export type RoundEventInput = Without<RoundEvent, "policy" | "at">;
+
+export class EventPublisher {
+  private readonly subjects: ReturnType<typeof subjects>;
+
+  constructor(private readonly nc: NatsConnection, private readonly js: JetStreamClient, private readonly policy: string, private readonly log: Logger) {
+    this.subjects = subjects(policy);
+  }
+
+  /** Durable; throws when JetStream does not confirm (the caller then leaves the message unacked). */
+  async rejected(event: Omit<RolloutRejected, "type" | "policy" | "at">): Promise<void> {
+    const full: RolloutRejected = { type: "rollout.rejected", policy: this.policy, at: new Date().toISOString(), ...event };
+    await this.js.publish(this.subjects.rejected, JSON.stringify(full), { msgID: msgIds.rejected(this.policy, event.seq) });
+  }
+
+  /** Lifecycle events are informational: a failure is logged, never fatal. */
+  async round(event: RoundEventInput): Promise<void> {
+    const full = { ...event, policy: this.policy, at: new Date().toISOString() } as RoundEvent;
+    const suffix = full.type === "round.training" ? `${full.type}.${full.attempt}` : full.type;
+    try {
+      await this.js.publish(this.subjects.rounds, JSON.stringify(full), { msgID: msgIds.round(this.policy, full.round, suffix) });
+    } catch (err) {
+      this.log.warn({ err, event: full.type, round: full.round }, "round event not published");
+    }
+  }
+
+  stats(event: StatsEvent): void {
+    try {
+      this.nc.publish(this.subjects.stats, JSON.stringify(event));
+    } catch (err) {
+      this.log.debug({ err }, "stats not published");
+    }
+  }
+}

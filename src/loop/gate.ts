@@ -1,0 +1,24 @@
+// The health gate (DESIGN.md data flow step 6): an adapter is published only if every statistic is finite and
+// none exceeds its configured threshold (null = off). Pure function.
+import type { Config } from "./config.js";
+import type { PpoStats } from "./schema.js";
+
+export type GateResult = { ok: true } | { ok: false; reason: string };
+
+const CHECKED = ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs"] as const;
+
+export function checkGate(stats: PpoStats, gate: Config["gate"]): GateResult {
+  for (const key of CHECKED) {
+    if (!Number.isFinite(stats[key])) return { ok: false, reason: `${key} is not finite (${stats[key]})` };
+  }
+  const limits: Array<[keyof PpoStats & string, number | null, string]> = [
+    ["logp_gap_abs", gate.maxLogpGapAbs, "gate.maxLogpGapAbs"],
+    ["kl", gate.maxKl, "gate.maxKl"],
+    ["clip_frac", gate.maxClipFrac, "gate.maxClipFrac"],
+  ];
+  for (const [key, limit, name] of limits) {
+    const value = stats[key] as number;
+    if (limit !== null && value > limit) return { ok: false, reason: `${key} ${value} exceeds ${name} ${limit}` };
+  }
+  return { ok: true };
+}

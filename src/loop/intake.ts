@@ -1,0 +1,107 @@
+// The durable pull consumer on RLLOOP_ROLLOUTS for one policy (DESIGN.md data flow step 1), as an async iterable
+// of raw JetStream messages. It creates the consumer when missing, re-creates it when deleted (starting after
+// the last known ack floor, so nothing unresolved is skipped), and keeps pulling through reconnects. Validation,
+// frames and rounds happen in the daemon; this file only owns the consumer's lifecycle.
+import { AckPolicy, DeliverPolicy, type ConsumerConfig, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/nats-core";
+import type { Logger } from "pino";
+import type { Config } from "./config.js";
+import { isNotFound } from "./connection.js";
+import { consumerName, ROLLOUT_STREAM, subjects } from "./schema.js";
+
+export interface IntakeOptions {
+  policy: string;
+  consumer: Config["consumer"];
+  round: Config["round"];
+  /** where a (re-)created consumer starts: the first sequence not yet resolved */
+  startSeq: () => number;
+}
+
+/** Messages the consumer may hand out unacked: the training round, the open round, one fetch batch, slack. */
+export function maxAckPending(opts: Pick<IntakeOptions, "consumer" | "round">): number {
+  return opts.consumer.maxAckPending ?? 2 * opts.round.rows + 2 * opts.consumer.fetchBatch + 64;
+}
+
+export class Intake {
+  #messages: ConsumerMessages | null = null;
+  #stopped = false;
+  readonly name: string;
+
+  constructor(private readonly js: JetStreamClient, private readonly jsm: JetStreamManager, private readonly opts: IntakeOptions, private readonly log: Logger) {
+    this.name = consumerName(opts.policy);
+  }
+
+  consumerConfig(startSeq: number): Partial<ConsumerConfig> {
+    const config: Partial<ConsumerConfig> = {
+      durable_name: this.name,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(this.opts.consumer.ackWaitS * 1000),
+      max_ack_pending: maxAckPending(this.opts),
+      // never drop a message after N deliveries: every rollout ends in a round or a rejection
+      max_deliver: -1,
+      filter_subject: subjects(this.opts.policy).rollouts,
+    };
+    return startSeq > 1 ? { ...config, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq } : { ...config, deliver_policy: DeliverPolicy.All };
+  }
+
+  /** Create the durable consumer when missing; bring ack_wait / max_ack_pending in line with the config. */
+  async ensureConsumer(): Promise<void> {
+    const wanted = this.consumerConfig(this.opts.startSeq());
+    try {
+      const info = await this.jsm.consumers.info(ROLLOUT_STREAM, this.name);
+      if (info.config.ack_wait !== wanted.ack_wait || info.config.max_ack_pending !== wanted.max_ack_pending) {
+        await this.jsm.consumers.update(ROLLOUT_STREAM, this.name, { ack_wait: wanted.ack_wait, max_ack_pending: wanted.max_ack_pending });
+      }
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      this.log.info({ startSeq: wanted.opt_start_seq ?? 1 }, "creating consumer");
+      await this.jsm.consumers.add(ROLLOUT_STREAM, wanted);
+    }
+  }
+
+  /** Messages until stop(). Survives reconnects (the client re-pulls) and consumer deletion (re-created here). */
+  async *messages(): AsyncGenerator<JsMsg> {
+    while (!this.#stopped) {
+      try {
+        await this.ensureConsumer();
+        const consumer = await this.js.consumers.get(ROLLOUT_STREAM, this.name);
+        this.#messages = await consumer.consume({ max_messages: this.opts.consumer.fetchBatch });
+        void this.#watch(this.#messages);
+        for await (const msg of this.#messages) yield msg;
+      } catch (err) {
+        if (this.#stopped) break;
+        this.log.warn({ err }, "consumer failed; re-creating");
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  /** A deleted consumer is re-created; the consume loop then recovers on its own. */
+  async #watch(messages: ConsumerMessages) {
+    for await (const status of messages.status()) {
+      if (this.#stopped) return;
+      if (status.type === "consumer_deleted" || status.type === "consumer_not_found") {
+        this.log.warn({ status: status.type }, "consumer gone; re-creating");
+        try {
+          await this.ensureConsumer();
+        } catch (err) {
+          this.log.warn({ err }, "consumer re-creation failed; retrying on the next notification");
+        }
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#messages?.close();
+  }
+
+  async ackFloor(): Promise<number | null> {
+    try {
+      const info = await this.jsm.consumers.info(ROLLOUT_STREAM, this.name);
+      return info.ack_floor.stream_seq;
+    } catch {
+      return null;
+    }
+  }
+}

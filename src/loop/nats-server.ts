@@ -1,0 +1,105 @@
+// The daemon's own nats-server, used when config.nats.url is null: JetStream on, store under <workDir>/nats/,
+// listening on nats.serverHost:nats.serverPort (0 = a free port). The server is a child process; its pid and port
+// are kept in <workDir>/nats/server.json so that a daemon restarted after a SIGKILL (which leaves the child
+// running, holding the store) adopts it instead of failing to start a second one on the same store.
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { Config } from "./config.js";
+import { writeFileAtomic } from "./files.js";
+import { natsDir } from "./paths.js";
+
+export interface OwnServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+interface ServerFile { pid: number; port: number; host: string }
+
+export async function startOwnServer(config: Config, log: Logger): Promise<OwnServer> {
+  const dir = natsDir(config.workDir);
+  await mkdir(dir, { recursive: true });
+  const infoFile = join(dir, "server.json");
+  const adopted = adoptable(infoFile);
+  if (adopted) {
+    log.info({ pid: adopted.pid, port: adopted.port }, "adopting the nats-server left by a previous daemon");
+    return { url: `nats://${adopted.host}:${adopted.port}`, stop: () => stopPid(adopted.pid, infoFile) };
+  }
+  const port = config.nats.serverPort || (await freePort(config.nats.serverHost));
+  const child = await spawnServer(config.nats.serverBin, config.nats.serverHost, port, join(dir, "store"));
+  const pid = child.pid as number;
+  await writeFileAtomic(infoFile, JSON.stringify({ pid, port, host: config.nats.serverHost }));
+  log.info({ pid, port }, "started own nats-server");
+  return { url: `nats://${config.nats.serverHost}:${port}`, stop: () => stopPid(pid, infoFile) };
+}
+
+/** URL of the daemon's own nats-server when one is running for this work dir (for replay and status). */
+export function runningOwnServerUrl(workDir: string): string | null {
+  const info = adoptable(join(natsDir(workDir), "server.json"));
+  return info ? `nats://${info.host}:${info.port}` : null;
+}
+
+function adoptable(infoFile: string): ServerFile | null {
+  if (!existsSync(infoFile)) return null;
+  try {
+    const info = JSON.parse(readFileSync(infoFile, "utf8")) as ServerFile;
+    process.kill(info.pid, 0);
+    const cmdline = readFileSync(`/proc/${info.pid}/cmdline`, "utf8");
+    return cmdline.includes("nats-server") ? info : null;
+  } catch {
+    return null;
+  }
+}
+
+async function stopPid(pid: number, infoFile: string): Promise<void> {
+  try {
+    process.kill(pid, "SIGTERM");
+  } catch {
+    // already gone
+  }
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  await rm(infoFile, { force: true });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function spawnServer(bin: string, host: string, port: number, store: string): Promise<ChildProcess> {
+  const child = spawn(bin, ["-js", "-a", host, "-p", String(port), "-sd", store], { stdio: ["ignore", "pipe", "pipe"] });
+  return new Promise((resolveChild, reject) => {
+    let output = "";
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (!output.includes("Server is ready")) return;
+      child.stdout?.off("data", onData);
+      child.stderr?.off("data", onData);
+      child.stdout?.resume();
+      child.stderr?.resume();
+      resolveChild(child);
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.once("error", (err) => reject(new Error(`cannot start ${bin} (nats.serverBin): ${err.message}`, { cause: err })));
+    child.once("exit", (code) => reject(new Error(`${bin} exited with ${code} before it was ready:\n${output.slice(-2000)}`)));
+  });
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const address = server.address();
+      server.close(() => resolvePort(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}

@@ -1,0 +1,85 @@
+// Publishing a committed round's adapter (DESIGN.md data flow step 8): the PEFT files go into object store
+// rlloop-adapters under <policy>/r<round>/, then one announcement on rlloop.<policy>.adapters. "Once per round"
+// holds across crashes twice over: the announcement carries Nats-Msg-Id <policy>.adapter.r<round> (duplicate
+// window) and an expected-last-subject-sequence taken from the subject's last message, which is read first: if
+// it already announces this round or a later one, nothing is published.
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { Objm, type ObjectStore } from "@nats-io/obj";
+import { sha256File } from "./files.js";
+import { ADAPTER_FILES } from "./trainer.js";
+import { ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats } from "./schema.js";
+
+export interface PublishRequest {
+  policy: string;
+  round: number;
+  adapterDir: string;
+  stats: PpoStats;
+}
+
+export type PublishResult = { published: true; event: AdapterPublished } | { published: false; lastRound: number };
+
+export async function openAdapterStore(nc: NatsConnection, replicas: number): Promise<ObjectStore> {
+  return new Objm(nc).create(ADAPTER_BUCKET, { replicas });
+}
+
+/** The last announcement on the policy's adapters subject: its stream sequence and round (null when none). */
+export async function lastAnnouncement(jsm: JetStreamManager, policy: string): Promise<{ seq: number; round: number } | null> {
+  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subjects(policy).adapters });
+  if (!msg) return null;
+  const parsed = AdapterPublished.safeParse(msg.json());
+  return { seq: msg.seq, round: parsed.success ? parsed.data.round : 0 };
+}
+
+export interface PublishHooks {
+  /** called between the object-store put and the announcement (test pause point) */
+  afterPut?: () => Promise<void>;
+}
+
+export async function publishAdapter(
+  nats: { js: JetStreamClient; jsm: JetStreamManager }, store: ObjectStore, req: PublishRequest, hooks: PublishHooks = {},
+): Promise<PublishResult> {
+  const last = await lastAnnouncement(nats.jsm, req.policy);
+  if (last && last.round >= req.round) return { published: false, lastRound: last.round };
+  const prefix = adapterObjectPrefix(req.policy, req.round);
+  const files = [];
+  for (const name of ADAPTER_FILES) {
+    const path = join(req.adapterDir, name);
+    const object = `${prefix}/${name}`;
+    const digest = await sha256File(path);
+    const size = (await stat(path)).size;
+    // a re-put after a crash replaces the object with identical bytes
+    await store.put({ name: object }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
+    files.push({ name, object, sha256: digest, size });
+  }
+  await hooks.afterPut?.();
+  const event: AdapterPublished = {
+    type: "adapter.published",
+    policy: req.policy,
+    round: req.round,
+    name: adapterName(req.policy, req.round),
+    path: req.adapterDir,
+    object: prefix,
+    bucket: ADAPTER_BUCKET,
+    sha256: files.find((f) => f.name === "adapter_model.safetensors")?.sha256 ?? "",
+    files,
+    stats: req.stats,
+    at: new Date().toISOString(),
+  };
+  try {
+    await nats.js.publish(subjects(req.policy).adapters, JSON.stringify(event), {
+      msgID: msgIds.adapter(req.policy, req.round),
+      expect: { lastSubjectSequence: last?.seq ?? 0 },
+    });
+  } catch (err) {
+    // a previous attempt's announcement may have landed (reply lost): then this round is published
+    const now = await lastAnnouncement(nats.jsm, req.policy);
+    if (now && now.round >= req.round) return { published: false, lastRound: now.round };
+    throw err;
+  }
+  return { published: true, event };
+}

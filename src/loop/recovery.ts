@@ -1,0 +1,70 @@
+// What a starting daemon finds on disk, judged against the committed state record (the single source of truth):
+//   - round folders beyond state.round + 1, and folders of round state.round + 1 without a manifest, are partial
+//     work of a killed daemon: removed (their messages are redelivered and buffered again);
+//   - a manifest of round state.round + 1 is the pending round: re-run from its manifest, its events reserved;
+//   - a manifest of round state.round that is not marked committed (killed between commit and manifest update)
+//     is marked committed with the state's outcome;
+//   - the last intake.dedupRounds committed manifests give the applied sequences and ids;
+//   - incoming/ (frames of rollouts not yet in a round) is emptied.
+import { readdir, rm } from "node:fs/promises";
+import type { Logger } from "pino";
+import { AppliedRounds } from "./applied.js";
+import { readManifest, updated, writeManifest, type Manifest } from "./manifest.js";
+import { incomingDir, policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
+import type { StateRecord } from "./state.js";
+
+export interface Recovered {
+  pending: Manifest | null;
+  applied: AppliedRounds;
+}
+
+export async function recover(workDir: string, state: StateRecord, dedupRounds: number, log: Logger): Promise<Recovered> {
+  const policy = state.policy;
+  await rm(incomingDir(workDir, policy), { recursive: true, force: true });
+  const pending = await recoverPending(workDir, state, log);
+  await markCommitted(workDir, state, log);
+  const applied = new AppliedRounds(dedupRounds);
+  for (let round = Math.max(1, state.round - dedupRounds + 1); round <= state.round; round++) {
+    const manifest = await readManifest(roundDir(workDir, policy, round)).catch(() => null);
+    if (manifest) applied.add(round, manifest.events);
+  }
+  return { pending, applied };
+}
+
+async function recoverPending(workDir: string, state: StateRecord, log: Logger): Promise<Manifest | null> {
+  const next = state.round + 1;
+  let pending: Manifest | null = null;
+  for (const round of await roundNumbers(workDir, state.policy)) {
+    if (round <= state.round) continue;
+    const dir = roundDir(workDir, state.policy, round);
+    const manifest = round === next ? await readManifest(dir).catch(() => null) : null;
+    if (manifest && manifest.status !== "committed") {
+      pending = manifest;
+      log.info({ round, status: manifest.status, attempts: manifest.attempts, events: manifest.events.length }, "resuming the uncommitted round from its manifest");
+      continue;
+    }
+    log.info({ round }, "removing partial round folder of a previous run");
+    await rm(dir, { recursive: true, force: true });
+  }
+  return pending;
+}
+
+async function markCommitted(workDir: string, state: StateRecord, log: Logger): Promise<void> {
+  if (state.round === 0 || state.outcome === "initial") return;
+  const dir = roundDir(workDir, state.policy, state.round);
+  const manifest = await readManifest(dir).catch(() => null);
+  if (!manifest || manifest.status === "committed") return;
+  log.info({ round: state.round, outcome: state.outcome }, "marking the committed round's manifest");
+  await writeManifest(dir, updated(manifest, { status: "committed", outcome: state.outcome }));
+}
+
+export async function roundNumbers(workDir: string, policy: string): Promise<number[]> {
+  let names: string[];
+  try {
+    names = await readdir(policyDir(workDir, policy));
+  } catch {
+    return [];
+  }
+  return names.filter((n) => ROUND_DIR_NAME.test(n)).map(Number).sort((a, b) => a - b);
+}
+

@@ -1,0 +1,79 @@
+// The open round's buffer and its trigger (DESIGN.md data flow step 2). A round closes when it has round.rows
+// decision rows, or round.groups complete groups (a group is complete with round.groupSize rollouts), or
+// round.maxWaitS passed since its first rollout with at least min(round.minRows, round.rows) rows.
+// When groups are sized, a round closed by rows or groups takes complete groups and ungrouped rollouts and leaves
+// incomplete groups for the next round (GRPO needs whole groups); a max-wait close takes everything.
+import type { Config } from "./config.js";
+import type { RoundTrigger } from "./schema.js";
+
+export interface BufferEntry {
+  /** stream sequence in RLLOOP_ROLLOUTS */
+  seq: number;
+  id: string;
+  group: string | undefined;
+  /** decision rows = steps */
+  rows: number;
+}
+
+export type RoundRules = Config["round"];
+
+export class RoundBuffer<E extends BufferEntry = BufferEntry> {
+  readonly #entries = new Map<number, E>();
+  #rows = 0;
+  #openedAt: number | null = null;
+
+  get rows(): number { return this.#rows; }
+  get size(): number { return this.#entries.size; }
+  /** ms timestamp of the first rollout of the open round, null when empty */
+  get openedAt(): number | null { return this.#openedAt; }
+
+  has(seq: number): boolean { return this.#entries.has(seq); }
+  get(seq: number): E | undefined { return this.#entries.get(seq); }
+  entries(): IterableIterator<E> { return this.#entries.values(); }
+  hasId(id: string): boolean {
+    for (const e of this.#entries.values()) if (e.id === id) return true;
+    return false;
+  }
+
+  add(entry: E, now: number): void {
+    if (this.#entries.has(entry.seq)) return;
+    this.#entries.set(entry.seq, entry);
+    this.#rows += entry.rows;
+    this.#openedAt ??= now;
+  }
+
+  /** The trigger that closes the round now, or null. */
+  trigger(now: number, rules: RoundRules): RoundTrigger | null {
+    if (this.#entries.size === 0) return null;
+    if (this.#rows >= rules.rows) return "rows";
+    if (rules.groups !== null && rules.groupSize !== null && this.completeGroups(rules.groupSize).size >= rules.groups) return "groups";
+    const waited = this.#openedAt === null ? 0 : (now - this.#openedAt) / 1000;
+    if (rules.maxWaitS !== null && waited >= rules.maxWaitS && this.#rows >= Math.min(rules.minRows, rules.rows)) return "max_wait";
+    return null;
+  }
+
+  /** Remove and return the entries of the closing round, sorted by stream sequence. */
+  take(trigger: RoundTrigger, rules: RoundRules): E[] {
+    const all = [...this.#entries.values()];
+    let chosen = all;
+    if (trigger !== "max_wait" && rules.groupSize !== null) {
+      const complete = this.completeGroups(rules.groupSize);
+      const picked = all.filter((e) => e.group === undefined || complete.has(e.group));
+      if (picked.length > 0) chosen = picked;
+    }
+    for (const e of chosen) this.#remove(e);
+    return chosen.sort((a, b) => a.seq - b.seq);
+  }
+
+  #remove(e: E) {
+    this.#entries.delete(e.seq);
+    this.#rows -= e.rows;
+    if (this.#entries.size === 0) this.#openedAt = null;
+  }
+
+  private completeGroups(groupSize: number): Set<string> {
+    const counts = new Map<string, number>();
+    for (const e of this.#entries.values()) if (e.group !== undefined) counts.set(e.group, (counts.get(e.group) ?? 0) + 1);
+    return new Set([...counts].filter(([, n]) => n >= groupSize).map(([g]) => g));
+  }
+}

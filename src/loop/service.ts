@@ -1,0 +1,55 @@
+// The NATS micro service `rlloop` (DESIGN.md data flow step 9): PING/INFO/STATS discovery from the services
+// framework, plus `status` (the current stats snapshot) and `rounds` (summaries of the last rounds; request body
+// {"limit": n}, default 20) answering JSON on rlloop.<policy>.svc.status / .svc.rounds.
+import type { NatsConnection } from "@nats-io/nats-core";
+import { Svcm, type Service } from "@nats-io/services";
+import type { Logger } from "pino";
+import { SERVICE_NAME, subjects, type RoundSummary, type StatsEvent } from "./schema.js";
+
+export interface ServiceSource {
+  snapshot(): StatsEvent;
+  rounds(limit: number): Promise<RoundSummary[]>;
+}
+
+export const SERVICE_VERSION = "0.1.0";
+
+export async function startService(nc: NatsConnection, policy: string, source: ServiceSource, log: Logger): Promise<Service> {
+  // @nats-io/services 3.0.0-25 pins its own nats-core; the connection object is the same protocol client
+  const service = await new Svcm(nc as unknown as ConstructorParameters<typeof Svcm>[0]).add({
+    name: SERVICE_NAME,
+    version: SERVICE_VERSION,
+    description: "rlloop daemon: JetStream rollouts to PPO rounds to published adapters",
+    metadata: { policy },
+    // each policy's daemon answers its own endpoints; no queue group needed
+    queue: "",
+  });
+  const names = subjects(policy);
+  service.addEndpoint("status", {
+    subject: names.status,
+    handler: (err, msg) => {
+      if (err) return log.warn({ err }, "status endpoint error");
+      msg.respond(JSON.stringify(source.snapshot()));
+    },
+  });
+  service.addEndpoint("rounds", {
+    subject: names.roundsQuery,
+    handler: (err, msg) => {
+      if (err) return log.warn({ err }, "rounds endpoint error");
+      const limit = parseLimit(msg.data);
+      source.rounds(limit).then(
+        (rounds) => msg.respond(JSON.stringify(rounds)),
+        (cause: Error) => msg.respondError(500, cause.message),
+      );
+    },
+  });
+  return service;
+}
+
+function parseLimit(data: Uint8Array): number {
+  try {
+    const limit = (JSON.parse(new TextDecoder().decode(data)) as { limit?: unknown }).limit;
+    return typeof limit === "number" && Number.isInteger(limit) && limit > 0 ? Math.min(limit, 1000) : 20;
+  } catch {
+    return 20;
+  }
+}

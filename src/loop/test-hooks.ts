@@ -1,0 +1,24 @@
+// Test-only pause points for the crash tests. With RLLOOP_TEST_PAUSE_AT=<phase> or <phase>:<round>, the daemon
+// logs {"testPause": phase, "round": n} when it reaches that point and then waits forever, so a test can SIGKILL it
+// at exactly that point. Unset (always, in production) it is a no-op. Phases:
+//   intake      the open round holds its second rollout (frames written to incoming/, nothing acked)
+//   assembling  frames moved and train.jsonl written, manifest not yet written
+//   training    the trainer finished (adapter in adapter.tmp-*), nothing gated or committed
+//   committed   the state record moved in KV, no message acked yet
+//   publishing  the adapter files are in the object store, not yet announced
+import type { Logger } from "pino";
+
+export const PAUSE_PHASES = ["intake", "assembling", "training", "committed", "publishing"] as const;
+export type PausePhase = (typeof PAUSE_PHASES)[number];
+
+let fired = false;
+
+export async function pausePoint(phase: PausePhase, round: number, log: Logger): Promise<void> {
+  const spec = process.env.RLLOOP_TEST_PAUSE_AT;
+  if (!spec || fired) return;
+  const [wantPhase, wantRound] = spec.split(":");
+  if (wantPhase !== phase || (wantRound !== undefined && Number(wantRound) !== round)) return;
+  fired = true;
+  log.warn({ testPause: phase, round }, "RLLOOP_TEST_PAUSE_AT reached; waiting to be killed");
+  await new Promise<never>(() => {});
+}
