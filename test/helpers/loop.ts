@@ -1,0 +1,188 @@
+// Fixtures for the daemon suites: a real nats-server, a work dir with a frame root and an initial adapter (written
+// by the test-double trainer), config files pointing at both, rollouts with real PNG frames, and readers of the
+// events the daemon records. Shared by test/loop-*.test.ts.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { execFileSync } from "node:child_process";
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { connect } from "@nats-io/transport-node";
+import sharp from "sharp";
+import type { ConfigInput } from "../../src/loop/config.js";
+import { EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/loop/schema.js";
+import { startNatsServer, type NatsServer } from "./nats.js";
+
+export const REPO = resolve(import.meta.dirname, "..", "..");
+export const FAKE_TRAINER = join(REPO, "test", "helpers", "fake-trainer.mjs");
+export const POLICY = "bt";
+export const CODE_LENGTH = 4;
+
+export interface LoopEnv {
+  server: NatsServer;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  dir: string;
+  workDir: string;
+  framesRoot: string;
+  initialAdapter: string;
+  /** a full test config (overrides merged shallowly per section) */
+  config(overrides?: ConfigInput): ConfigInput;
+  /** write config JSON to a file and return its path */
+  writeConfig(overrides?: ConfigInput): string;
+  close(): Promise<void>;
+}
+
+export async function startLoopEnv(): Promise<LoopEnv> {
+  const server = await startNatsServer();
+  const dir = mkdtempSync(join(tmpdir(), "rlloop-loop-"));
+  const workDir = join(dir, "work");
+  const framesRoot = join(dir, "frames");
+  const initialAdapter = join(dir, "sft-adapter");
+  mkdirSync(framesRoot, { recursive: true });
+  execFileSync(process.execPath, [FAKE_TRAINER, "init", initialAdapter]);
+  const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+  const config = (overrides: ConfigInput = {}): ConfigInput => {
+    const base: ConfigInput = {
+      workDir,
+      policy: { name: POLICY, codeLength: CODE_LENGTH, maxSteps: 8 },
+      nats: { url: server.url },
+      consumer: { ackWaitS: 2, fetchBatch: 32 },
+      frames: { roots: [framesRoot], maxBytes: 1 << 20, maxPixels: 1 << 20 },
+      round: { rows: 8, maxWaitS: null, minRows: 1 },
+      offPolicy: { maxStaleness: 1 },
+      adapter: { initial: initialAdapter },
+      trainer: { command: [process.execPath, FAKE_TRAINER], maxAttempts: 3 },
+      observe: { statsIntervalS: 1, metricsPort: 0 },
+      log: { level: "warn" },
+    };
+    const merged: Record<string, unknown> = { ...base };
+    for (const [key, value] of Object.entries(overrides)) {
+      const prev = merged[key];
+      merged[key] = typeof value === "object" && value !== null && !Array.isArray(value) && typeof prev === "object" && prev !== null ? { ...prev, ...value } : value;
+    }
+    return merged as ConfigInput;
+  };
+  let configs = 0;
+  return {
+    server, nc, js: jetstream(nc), jsm: await jetstreamManager(nc), dir, workDir, framesRoot, initialAdapter, config,
+    writeConfig(overrides = {}) {
+      const file = join(dir, `config-${configs++}.json`);
+      writeFileSync(file, JSON.stringify(config(overrides), null, 2));
+      return file;
+    },
+    async close() {
+      await nc.close();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+let framePng: Promise<Buffer> | null = null;
+/** A small real PNG frame (64x48), the same for every step (frames are not what these suites test). */
+export function testFrame(): Promise<Buffer> {
+  framePng ??= sharp({ create: { width: 64, height: 48, channels: 3, background: { r: 40, g: 120, b: 200 } } }).png().toBuffer();
+  return framePng;
+}
+
+export interface RolloutSpec {
+  steps?: number;
+  group?: string;
+  adapterRound?: number;
+  reward?: number;
+}
+
+/** Rollout `i` of a test run: deterministic rewards and codes, inline PNG frames. */
+export async function makeRollout(tag: string, i: number, spec: RolloutSpec = {}): Promise<RolloutCompletedInput> {
+  const png = (await testFrame()).toString("base64");
+  const steps = spec.steps ?? 1 + (i % 3);
+  return {
+    id: `${tag}-${i}`,
+    policy: POLICY,
+    adapter: { round: spec.adapterRound ?? 0, name: `${POLICY}-r${spec.adapterRound ?? 0}` },
+    ...(spec.group === undefined ? {} : { group: spec.group }),
+    reward: spec.reward ?? ((i * 37) % 11) / 10,
+    steps: Array.from({ length: steps }, (_, t) => ({
+      image: { png_base64: png },
+      name: `target-${i % 5}`,
+      code: String((i * 7 + t) % 10 ** CODE_LENGTH).padStart(CODE_LENGTH, "0"),
+      vllm_logp: -0.5 - ((i + t) % 4) * 0.25,
+      ...(t % 2 === 0 ? { memory: ["01", "10"] as [string, string] } : {}),
+    })),
+  };
+}
+
+/** Publish with Nats-Msg-Id = id (as rollout workers do); returns the stream sequences. */
+export async function publishRollouts(js: JetStreamClient, rollouts: RolloutCompletedInput[]): Promise<number[]> {
+  const seqs: number[] = [];
+  for (const r of rollouts) seqs.push((await js.publish(subjects(POLICY).rollouts, JSON.stringify(r), { msgID: r.id })).seq);
+  return seqs;
+}
+
+/** Every message of RLLOOP_EVENTS on `subject`, parsed, in stream order. */
+export async function eventsOn<T = Record<string, unknown>>(jsm: JetStreamManager, subject: string): Promise<T[]> {
+  const info = await jsm.streams.info(EVENT_STREAM).catch(() => null);
+  if (!info) return [];
+  const out: T[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+    const msg = await jsm.streams.getMessage(EVENT_STREAM, { seq }).catch(() => null);
+    if (msg && msg.subject === subject) out.push(msg.json<T>());
+  }
+  return out;
+}
+
+export async function rolloutStreamSeqs(jsm: JetStreamManager): Promise<number> {
+  return (await jsm.streams.info(ROLLOUT_STREAM)).state.last_seq;
+}
+
+/** Poll until `check` returns a value (not a timed assertion: the bound only stops a hung test). */
+export async function waitFor<T>(what: string, check: () => Promise<T | null | undefined | false> | T | null | undefined | false, boundMs = 45_000): Promise<T> {
+  const until = Date.now() + boundMs;
+  for (;;) {
+    const value = await check();
+    if (value !== null && value !== undefined && value !== false) return value;
+    if (Date.now() > until) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The daemon as a child process (`node bin/rlloop.js daemon --config FILE`), its JSON log lines collected. */
+export interface DaemonProcess {
+  child: ChildProcess;
+  lines: Array<Record<string, unknown>>;
+  waitForLog(what: string, match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+  exited: Promise<number | null>;
+}
+
+export function spawnDaemon(configFile: string, env: Record<string, string> = {}): DaemonProcess {
+  const child = spawn(process.execPath, [join(REPO, "bin", "rlloop.js"), "daemon", "--config", configFile], {
+    cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  let rest = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    rest += chunk.toString();
+    const parts = rest.split("\n");
+    rest = parts.pop() ?? "";
+    for (const part of parts) {
+      try {
+        lines.push(JSON.parse(part) as Record<string, unknown>);
+      } catch {
+        lines.push({ raw: part });
+      }
+    }
+  });
+  child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  return {
+    child, lines, exited,
+    waitForLog: (what, match) => waitFor(what, () => {
+      if (child.exitCode !== null) throw new Error(`daemon exited (${child.exitCode}) while waiting for ${what}:\n${stderr}\n${lines.slice(-10).map((l) => JSON.stringify(l)).join("\n")}`);
+      return lines.find(match) ?? null;
+    }, 90_000),
+  };
+}
