@@ -122,6 +122,20 @@ def fixed_logprobs(model, data: Rows, batch: int, adapter: str) -> torch.Tensor:
     return torch.cat(out)
 
 
+def load_rlloop_optimizer(opt, model, adapter: Path) -> None:
+    """rlloop's optimizer.safetensors (<PEFT key>.exp_avg/.exp_avg_sq) + optimizer.json (step) -> AdamW state."""
+    from safetensors.torch import load_file
+    moments = load_file(str(adapter / "optimizer.safetensors"))
+    step = json.loads((adapter / "optimizer.json").read_text())["step"]
+    names = [n for n, p in model.named_parameters() if "lora_" in n and ".default." in n]
+    state = {"state": {i: {"step": torch.tensor(float(step)), "exp_avg": moments[n.replace(".default.", ".") + ".exp_avg"],
+                           "exp_avg_sq": moments[n.replace(".default.", ".") + ".exp_avg_sq"]}
+                       for i, n in enumerate(names)},
+             "param_groups": [{**{k: v for k, v in opt.param_groups[0].items() if k != "params"},
+                               "params": list(range(len(names)))}]}
+    opt.load_state_dict(state)
+
+
 def ppo(args, model, data: Rows, orders):
     ref_lp = fixed_logprobs(model, data, args.batch, "ref")
     old_lp = fixed_logprobs(model, data, args.batch, "default")
@@ -132,8 +146,10 @@ def ppo(args, model, data: Rows, orders):
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     if (args.adapter / "optimizer.pt").exists():
         opt.load_state_dict(torch.load(args.adapter / "optimizer.pt", weights_only=True))
-        for g in opt.param_groups:
-            g["lr"] = args.lr
+    elif (args.adapter / "optimizer.safetensors").exists():
+        load_rlloop_optimizer(opt, model, args.adapter)
+    for g in opt.param_groups:
+        g["lr"] = args.lr
     vllm = torch.tensor([r["vllm_logp"] for r in data.rows])
     gap = old_lp.sum(1).double() - vllm.double()
     for epoch in range(args.epochs):
