@@ -1,15 +1,581 @@
-// Node-API glue only: the module's exported functions. Placeholder until the model lands.
+// Node-API glue only: the addon's exports (loadModel, NativeModel, NativeBatch, NativeOptimizer, preprocessImage).
+// Inputs are validated and copied on the JS thread; tensor work runs on each model's worker (js_async.h);
+// src/native.ts is the typed face of these exports (docs/native-api.md).
 #include <napi.h>
+
 #include <ATen/ATen.h>
 
+#include <array>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "check.h"
+#include "image_preprocess.h"
+#include "js_async.h"
+#include "js_convert.h"
+#include "session.h"
+
+namespace rlloop {
 namespace {
-Napi::Value TorchVersion(const Napi::CallbackInfo& info) {
-  return Napi::String::New(info.Env(), std::to_string(at::zeros({2, 3}).numel()));
+
+struct AddonData {
+  Napi::FunctionReference model_class, batch_class, optimizer_class;
+  int construction_token = 0;  // its address, passed as an External, marks constructions made by this file
+};
+
+AddonData& addon(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
+
+// NativeModel / NativeBatch objects only come from loadModel() / model.prepare(): JS cannot build an empty one.
+Napi::Value internal_token(Napi::Env env) { return Napi::External<int>::New(env, &addon(env).construction_token); }
+void require_internal(const Napi::CallbackInfo& info, const char* cls, const char* factory) {
+  if (info.Length() == 1 && info[0].IsExternal() && info[0].As<Napi::External<int>>().Data() == &addon(info.Env()).construction_token)
+    return;
+  Napi::Error error = Napi::TypeError::New(info.Env(), std::string(cls) + " cannot be constructed directly; use " + factory);
+  error.Set("code", Napi::String::New(info.Env(), "ERR_RLLOOP_INVALID"));
+  throw error;
 }
+
+// Converts a C++ exception thrown on the JS thread into a JS Error with the rlloop code.
+[[noreturn]] void rethrow_as_js(Napi::Env env, const std::string& operation) {
+  std::string message, code;
+  describe_exception(std::current_exception(), message, code);
+  Napi::Error error = Napi::Error::New(env, operation + ": " + message);
+  error.Set("code", Napi::String::New(env, code));
+  throw error;
+}
+
+// Runs `body` on the JS thread, converting any non-JS exception.
+template <typename F>
+auto guarded(Napi::Env env, const std::string& operation, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (...) {
+    rethrow_as_js(env, operation);
+  }
+}
+
+Checkpointing parse_checkpointing(Napi::Env env, const std::string& text) {
+  if (text == "on") return Checkpointing::On;
+  if (text == "off") return Checkpointing::Off;
+  if (text == "auto") return Checkpointing::Auto;
+  throw_type_error(env, "checkpointing", "\"on\", \"off\" or \"auto\"", Napi::String::New(env, text));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+class BatchWrap : public Napi::ObjectWrap<BatchWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeBatch",
+                       {InstanceAccessor<&BatchWrap::B>("B"), InstanceAccessor<&BatchWrap::L>("L"),
+                        InstanceAccessor<&BatchWrap::K>("K")});
+  }
+  explicit BatchWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<BatchWrap>(info) {
+    require_internal(info, "NativeBatch", "model.prepare()");
+  }
+
+  std::shared_ptr<PreparedBatch> batch;
+
+ private:
+  Napi::Value B(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(batch->B)); }
+  Napi::Value L(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(batch->L)); }
+  Napi::Value K(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(batch->K)); }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeModel",
+                       {InstanceMethod<&ModelWrap::Info>("info"),
+                        InstanceMethod<&ModelWrap::Prepare>("prepare"),
+                        InstanceMethod<&ModelWrap::Logprobs>("logprobs"),
+                        InstanceMethod<&ModelWrap::Backward>("backward"),
+                        InstanceMethod<&ModelWrap::Inspect>("inspect"),
+                        InstanceMethod<&ModelWrap::AddAdapter>("addAdapter"),
+                        InstanceMethod<&ModelWrap::LoadAdapter>("loadAdapter"),
+                        InstanceMethod<&ModelWrap::SaveAdapter>("saveAdapter"),
+                        InstanceMethod<&ModelWrap::SetTrainable>("setTrainable"),
+                        InstanceMethod<&ModelWrap::AdapterNames>("adapterNames"),
+                        InstanceMethod<&ModelWrap::AdapterTensors>("adapterTensors"),
+                        InstanceMethod<&ModelWrap::SetAdapterTensors>("setAdapterTensors"),
+                        InstanceMethod<&ModelWrap::Gradients>("gradients")});
+  }
+
+  explicit ModelWrap(const Napi::CallbackInfo& info)
+      : Napi::ObjectWrap<ModelWrap>(info) {
+    require_internal(info, "NativeModel", "Model.load()");
+    runner = std::make_unique<AsyncRunner>(info.Env());
+  }
+
+  // loadModel(dir, device, dtype, checkpointing): Promise<NativeModel>
+  static Napi::Value Load(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const std::string dir = require_string(info[0], "Model.load: dir");
+    LoadOptions options;
+    options.device = require_string(info[1], "Model.load: opts.device");
+    options.dtype = require_string(info[2], "Model.load: opts.dtype");
+    options.checkpointing = parse_checkpointing(env, require_string(info[3], "Model.load: opts.checkpointing"));
+    Napi::Object object = addon(env).model_class.New({internal_token(env)});
+    ModelWrap* wrap = Unwrap(object);
+    return wrap->runner->run(env, "Model.load('" + dir + "')", object, [wrap, dir, options]() -> JsResult {
+      auto session = std::make_shared<ModelSession>(dir, options);
+      auto paths = session->module_paths();
+      return [wrap, session, paths](Napi::Env) -> Napi::Value {
+        wrap->session = session;
+        wrap->module_paths = paths;
+        return wrap->Value();
+      };
+    });
+  }
+
+  std::unique_ptr<AsyncRunner> runner;
+  std::shared_ptr<ModelSession> session;
+  std::vector<std::string> module_paths;
+  std::set<std::string> names;  // adapter names as the JS thread sees them (the worker applies changes in order)
+  std::string trainable;
+
+ private:
+  Napi::Value Info(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    const Qwen35Config& c = session->config();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("hiddenSize", c.text.hidden_size);
+    o.Set("intermediateSize", c.text.intermediate_size);
+    o.Set("numLayers", c.text.num_hidden_layers);
+    o.Set("vocabSize", c.text.vocab_size);
+    Napi::Array kinds = Napi::Array::New(env, c.text.layer_types.size());
+    for (size_t i = 0; i < c.text.layer_types.size(); ++i) kinds.Set(static_cast<uint32_t>(i), layer_kind_name(c.text.layer_types[i]));
+    o.Set("layerTypes", kinds);
+    o.Set("imageTokenId", c.image_token_id);
+    o.Set("videoTokenId", c.video_token_id);
+    o.Set("visionStartTokenId", c.vision_start_token_id);
+    o.Set("visionEndTokenId", c.vision_end_token_id);
+    if (c.vision) {
+      Napi::Object v = Napi::Object::New(env);
+      v.Set("patchSize", c.vision->patch_size);
+      v.Set("temporalPatchSize", c.vision->temporal_patch_size);
+      v.Set("mergeSize", c.vision->spatial_merge_size);
+      v.Set("inChannels", c.vision->in_channels);
+      v.Set("depth", c.vision->depth);
+      v.Set("hiddenSize", c.vision->hidden_size);
+      o.Set("vision", v);
+    } else {
+      o.Set("vision", env.Null());
+    }
+    o.Set("device", session->device().str());
+    o.Set("dtype", session->dtype() == at::kBFloat16 ? "bfloat16" : "float32");
+    Napi::Array modules = Napi::Array::New(env, module_paths.size());
+    for (size_t i = 0; i < module_paths.size(); ++i) modules.Set(static_cast<uint32_t>(i), module_paths[i]);
+    o.Set("loraModules", modules);
+    return o;
+  }
+
+  std::shared_ptr<PreparedBatch> batch_arg(const Napi::Value& v, const std::string& operation) {
+    Napi::Env env = v.Env();
+    if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(addon(env).batch_class.Value()))
+      throw_type_error(env, operation + ": batch", "a Batch from model.prepare()", v);
+    auto batch = BatchWrap::Unwrap(v.As<Napi::Object>())->batch;
+    if (batch->owner != session->batch_owner())
+      throw_type_error(env, operation + ": batch", "a Batch prepared by this model", v);
+    return batch;
+  }
+
+  // null/undefined -> no adapter; otherwise a known adapter name.
+  std::optional<std::string> adapter_arg(const Napi::Value& v, const std::string& what) {
+    if (is_missing(v)) return std::nullopt;
+    std::string name = require_string(v, what);
+    if (!names.count(name)) throw_type_error(v.Env(), what, "the name of an adapter of this model", v);
+    return name;
+  }
+
+  std::string known_adapter(const Napi::Value& v, const std::string& what) {
+    auto name = adapter_arg(v, what);
+    if (!name) throw_type_error(v.Env(), what, "an adapter name", v);
+    return *name;
+  }
+
+  Napi::Value Prepare(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsArray()) throw_type_error(env, "prepare: rows", "an array of rows", info[0]);
+    Napi::Array array = info[0].As<Napi::Array>();
+    const Qwen35Config& c = session->config();
+    const int64_t patch_dim = c.vision ? c.vision->in_channels * c.vision->temporal_patch_size * c.vision->patch_size *
+                                             c.vision->patch_size
+                                       : 0;
+    std::vector<RowInput> rows(array.Length());
+    for (uint32_t i = 0; i < array.Length(); ++i) {
+      const std::string where = "prepare: rows[" + std::to_string(i) + "]";
+      Napi::Object o = require_object(array.Get(i), where);
+      RowInput& row = rows[i];
+      row.input_ids = ints_from_int32(member(o, "inputIds"), where + ".inputIds");
+      row.score_start = require_integer(member(o, "scoreStart"), where + ".scoreStart");
+      row.score_count = require_integer(member(o, "scoreCount"), where + ".scoreCount");
+      Napi::Value images = member(o, "images");
+      if (is_missing(images)) continue;
+      if (!images.IsArray()) throw_type_error(env, where + ".images", "an array", images);
+      Napi::Array list = images.As<Napi::Array>();
+      for (uint32_t j = 0; j < list.Length(); ++j) {
+        const std::string iw = where + ".images[" + std::to_string(j) + "]";
+        Napi::Object img = require_object(list.Get(j), iw);
+        Napi::Value grid_value = member(img, "grid");
+        if (!grid_value.IsArray() || grid_value.As<Napi::Array>().Length() != 3)
+          throw_type_error(env, iw + ".grid", "[t, gh, gw]", grid_value);
+        Napi::Array g = grid_value.As<Napi::Array>();
+        Grid grid{require_integer(g.Get(0u), iw + ".grid[0]"), require_integer(g.Get(1u), iw + ".grid[1]"),
+                  require_integer(g.Get(2u), iw + ".grid[2]")};
+        if (patch_dim == 0) throw_type_error(env, iw, "absent: the model has no vision tower", img);
+        at::Tensor pixels = tensor_from_float32(member(img, "pixelValues"), {grid[0] * grid[1] * grid[2], patch_dim},
+                                                iw + ".pixelValues");
+        row.images.push_back({pixels, grid});
+      }
+    }
+    auto s = session;
+    return runner->run(env, "prepare", Value(), [s, rows = std::move(rows)]() -> JsResult {
+      auto batch = s->prepare(rows);
+      return [batch](Napi::Env env) -> Napi::Value {
+        Napi::Object object = addon(env).batch_class.New({internal_token(env)});
+        BatchWrap::Unwrap(object)->batch = batch;
+        return object;
+      };
+    });
+  }
+
+  Napi::Value Logprobs(const Napi::CallbackInfo& info) {
+    auto batch = batch_arg(info[0], "logprobs");
+    auto adapter = adapter_arg(info[1], "logprobs: adapter");
+    auto s = session;
+    return runner->run(info.Env(), "logprobs", Value(), [s, batch, adapter]() -> JsResult {
+      LogprobsResult r = s->logprobs(*batch, adapter ? &*adapter : nullptr);
+      const int64_t K = batch->K;
+      return [r, K](Napi::Env env) -> Napi::Value {
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("logp", to_float32_array(env, r.logp));
+        o.Set("correct", to_uint8_array(env, r.correct));
+        o.Set("K", Napi::Number::New(env, static_cast<double>(K)));
+        return o;
+      };
+    });
+  }
+
+  Objective objective_arg(const Napi::Value& v, int64_t B) {
+    Napi::Object o = require_object(v, "backward: objective");
+    const std::string kind = require_string(member(o, "kind"), "backward: objective.kind");
+    if (kind == "sft") return SftObjective{require_number(member(o, "scale"), "backward: objective.scale")};
+    if (kind != "ppo") throw_type_error(v.Env(), "backward: objective.kind", "\"sft\" or \"ppo\"", member(o, "kind"));
+    PpoObjective p;
+    p.n = require_integer(member(o, "n"), "backward: objective.n");
+    if (p.n <= 0) throw_type_error(v.Env(), "backward: objective.n", "a positive integer", member(o, "n"));
+    p.old = tensor_from_float32(member(o, "old"), {B}, "backward: objective.old");
+    p.ref = tensor_from_float32(member(o, "ref"), {B, p.n}, "backward: objective.ref");
+    p.adv = tensor_from_float32(member(o, "adv"), {B}, "backward: objective.adv");
+    if (!is_missing(member(o, "weight"))) p.weight = tensor_from_float32(member(o, "weight"), {B}, "backward: objective.weight");
+    p.clip = require_number(member(o, "clip"), "backward: objective.clip");
+    p.beta = require_number(member(o, "beta"), "backward: objective.beta");
+    p.scale = require_number(member(o, "scale"), "backward: objective.scale");
+    return p;
+  }
+
+  Napi::Value Backward(const Napi::CallbackInfo& info) {
+    auto batch = batch_arg(info[0], "backward");
+    Objective objective = objective_arg(info[1], batch->B);
+    if (trainable.empty())
+      throw_type_error(info.Env(), "backward", "called after setTrainable(name)", Napi::String::New(info.Env(), "no trainable adapter"));
+    auto s = session;
+    return runner->run(info.Env(), "backward", Value(), [s, batch, objective]() -> JsResult {
+      BackwardResult r = s->backward(*batch, objective);
+      return [r](Napi::Env env) -> Napi::Value {
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("loss", Napi::Number::New(env, r.loss));
+        o.Set("logp", to_float32_array(env, r.logp));
+        if (r.pg.defined()) {
+          o.Set("pg", to_float32_array(env, r.pg));
+          o.Set("kl", to_float32_array(env, r.kl));
+          o.Set("ratio", to_float32_array(env, r.ratio));
+        }
+        return o;
+      };
+    });
+  }
+
+  Napi::Value Inspect(const Napi::CallbackInfo& info) {
+    auto batch = batch_arg(info[0], "inspect");
+    auto adapter = adapter_arg(info[1], "inspect: adapter");
+    auto s = session;
+    return runner->run(info.Env(), "inspect", Value(), [s, batch, adapter]() -> JsResult {
+      auto r = std::make_shared<InspectResult>(s->inspect(*batch, adapter ? &*adapter : nullptr));
+      return [r](Napi::Env env) -> Napi::Value {
+        Napi::Object o = Napi::Object::New(env);
+        Napi::Array vision = Napi::Array::New(env, r->vision_features.size());
+        for (size_t i = 0; i < r->vision_features.size(); ++i)
+          vision.Set(static_cast<uint32_t>(i), to_float32_array(env, r->vision_features[i]));
+        o.Set("visionFeatures", vision);
+        o.Set("positionIds", to_int32_array(env, r->position_ids));
+        Napi::Array hidden = Napi::Array::New(env, r->hidden_states.size());
+        for (size_t i = 0; i < r->hidden_states.size(); ++i)
+          hidden.Set(static_cast<uint32_t>(i), to_float32_array(env, r->hidden_states[i]));
+        o.Set("hiddenStates", hidden);
+        o.Set("logits", to_float32_array(env, r->logits));
+        return o;
+      };
+    });
+  }
+
+  std::string new_adapter_name(const Napi::Value& v, const std::string& what) {
+    std::string name = require_string(v, what);
+    if (name.empty()) throw_type_error(v.Env(), what, "a non-empty string", v);
+    if (names.count(name)) throw_type_error(v.Env(), what, "a new adapter name (it exists already)", v);
+    return name;
+  }
+
+  Napi::Value AddAdapter(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    std::string name = new_adapter_name(info[0], "addAdapter: name");
+    Napi::Object o = require_object(info[1], "addAdapter: spec");
+    LoraSpec spec;
+    spec.r = require_integer(member(o, "r"), "addAdapter: spec.r");
+    if (spec.r <= 0) throw_type_error(env, "addAdapter: spec.r", "a positive integer", member(o, "r"));
+    spec.alpha = require_number(member(o, "alpha"), "addAdapter: spec.alpha");
+    spec.target_modules = require_string(member(o, "targetModules"), "addAdapter: spec.targetModules");
+    spec.seed = require_integer(member(o, "seed"), "addAdapter: spec.seed");
+    guarded(env, "addAdapter", [&] { return matching_modules(module_paths, spec); });  // invalid regex, no match
+    names.insert(name);
+    auto s = session;
+    runner->post("addAdapter('" + name + "')", [s, name, spec] { s->adapters().add(name, spec, s->device()); });
+    return env.Undefined();
+  }
+
+  Napi::Value LoadAdapter(const Napi::CallbackInfo& info) {
+    std::string name = new_adapter_name(info[0], "loadAdapter: name");
+    std::string dir = require_string(info[1], "loadAdapter: dir");
+    names.insert(name);  // reserved now so that later calls see it; released if loading fails
+    auto s = session;
+    return runner->run(
+        info.Env(), "loadAdapter('" + dir + "')", Value(),
+        [s, name, dir]() -> JsResult {
+          s->load_adapter(name, dir);
+          return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+        },
+        [this, name] { names.erase(name); });
+  }
+
+  Napi::Value SaveAdapter(const Napi::CallbackInfo& info) {
+    std::string name = known_adapter(info[0], "saveAdapter: name");
+    std::string dir = require_string(info[1], "saveAdapter: dir");
+    auto s = session;
+    return runner->run(info.Env(), "saveAdapter('" + dir + "')", Value(), [s, name, dir]() -> JsResult {
+      s->save_adapter(name, dir);
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
+  Napi::Value SetTrainable(const Napi::CallbackInfo& info) {
+    auto name = adapter_arg(info[0], "setTrainable: name");
+    trainable = name ? *name : std::string();
+    auto s = session;
+    runner->post("setTrainable", [s, name] { s->adapters().set_trainable(name ? &*name : nullptr); });
+    return info.Env().Undefined();
+  }
+
+  Napi::Value AdapterNames(const Napi::CallbackInfo& info) {
+    Napi::Array out = Napi::Array::New(info.Env(), names.size());
+    uint32_t i = 0;
+    for (const std::string& n : names) out.Set(i++, n);
+    return out;
+  }
+
+  // Snapshot copies on the CPU, so later training steps cannot change what JS receives.
+  static NamedTensorList snapshot(const NamedTensorList& tensors) {
+    NamedTensorList out;
+    for (const auto& [key, t] : tensors) out.emplace_back(key, t.detach().to(at::kCPU, at::kFloat, false, /*copy=*/true));
+    return out;
+  }
+
+  Napi::Value AdapterTensors(const Napi::CallbackInfo& info) {
+    std::string name = known_adapter(info[0], "adapterTensors: name");
+    auto s = session;
+    return runner->run(info.Env(), "adapterTensors", Value(), [s, name]() -> JsResult {
+      auto tensors = snapshot(s->adapters().tensors(name));
+      return [tensors](Napi::Env env) -> Napi::Value { return to_named_tensors(env, tensors); };
+    });
+  }
+
+  Napi::Value SetAdapterTensors(const Napi::CallbackInfo& info) {
+    std::string name = known_adapter(info[0], "setAdapterTensors: name");
+    auto tensors = from_named_tensors(info[1], "setAdapterTensors: tensors");
+    auto s = session;
+    return runner->run(info.Env(), "setAdapterTensors", Value(), [s, name, tensors]() -> JsResult {
+      s->adapters().set_tensors(name, tensors);
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
+  Napi::Value Gradients(const Napi::CallbackInfo& info) {
+    std::string name = known_adapter(info[0], "gradients: name");
+    auto s = session;
+    return runner->run(info.Env(), "gradients", Value(), [s, name]() -> JsResult {
+      auto tensors = snapshot(s->adapters().gradients(name));
+      return [tensors](Napi::Env env) -> Napi::Value { return to_named_tensors(env, tensors); };
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// new NativeOptimizer(model, adapter, lr, beta1, beta2, eps, weightDecay). AdamW is built on the worker at first use
+// from the adapter's live tensors.
+class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeOptimizer",
+                       {InstanceMethod<&OptimizerWrap::Step>("step"), InstanceMethod<&OptimizerWrap::Save>("save"),
+                        InstanceMethod<&OptimizerWrap::Load>("load")});
+  }
+
+  explicit OptimizerWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<OptimizerWrap>(info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsObject() || !info[0].As<Napi::Object>().InstanceOf(addon(env).model_class.Value()))
+      throw_type_error(env, "Optimizer: model", "a Model", info[0]);
+    model_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
+    model_ = ModelWrap::Unwrap(info[0].As<Napi::Object>());
+    state_ = std::make_shared<State>();
+    state_->adapter = require_string(info[1], "Optimizer: adapter");
+    if (!model_->names.count(state_->adapter))
+      throw_type_error(env, "Optimizer: adapter", "the name of an adapter of this model", info[1]);
+    AdamWOptions& o = state_->options;
+    o.lr = require_number(info[2], "Optimizer: opts.lr");
+    o.beta1 = require_number(info[3], "Optimizer: opts.betas[0]");
+    o.beta2 = require_number(info[4], "Optimizer: opts.betas[1]");
+    o.eps = require_number(info[5], "Optimizer: opts.eps");
+    o.weight_decay = require_number(info[6], "Optimizer: opts.weightDecay");
+  }
+
+ private:
+  struct State {
+    std::string adapter;
+    AdamWOptions options;
+    std::unique_ptr<AdamW> adamw;
+    AdamW& get(ModelSession& s) {
+      if (!adamw) {
+        std::vector<std::string> keys;
+        for (const auto& [key, t] : s.adapters().tensors(adapter)) keys.push_back(key);
+        adamw = std::make_unique<AdamW>(keys, s.adapters().parameters(adapter), options);
+      }
+      return *adamw;
+    }
+  };
+  Napi::ObjectReference model_ref_;  // keeps the model (and its worker) alive as long as this optimizer
+  ModelWrap* model_ = nullptr;
+  std::shared_ptr<State> state_;
+
+  Napi::Value Step(const Napi::CallbackInfo& info) {
+    Napi::Object o = require_object(info[0], "optimizer.step: opts");
+    const double lr = require_number(member(o, "lr"), "optimizer.step: opts.lr");
+    const double max_norm = is_missing(member(o, "maxGradNorm")) ? 0.0 : require_number(member(o, "maxGradNorm"), "optimizer.step: opts.maxGradNorm");
+    auto s = model_->session;
+    auto state = state_;
+    return model_->runner->run(info.Env(), "optimizer.step", Value(), [s, state, lr, max_norm]() -> JsResult {
+      const double norm = state->get(*s).step(lr, max_norm);
+      return [norm](Napi::Env env) -> Napi::Value {
+        Napi::Object r = Napi::Object::New(env);
+        r.Set("gradNorm", Napi::Number::New(env, norm));
+        return r;
+      };
+    });
+  }
+
+  Napi::Value Save(const Napi::CallbackInfo& info) {
+    const std::string path = require_string(info[0], "optimizer.save: path");
+    auto s = model_->session;
+    auto state = state_;
+    return model_->runner->run(info.Env(), "optimizer.save('" + path + "')", Value(), [s, state, path]() -> JsResult {
+      state->get(*s).save(path);
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    const std::string path = require_string(info[0], "optimizer.load: path");
+    auto s = model_->session;
+    auto state = state_;
+    return model_->runner->run(info.Env(), "optimizer.load('" + path + "')", Value(), [s, state, path]() -> JsResult {
+      state->get(*s).load(path);
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// preprocessImage(rgb: Uint8Array, width, height, opts) -> { pixelValues: Float32Array, grid: [t, gh, gw] }
+Napi::Value PreprocessImage(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw_type_error(env, "preprocessImage: rgb", "a Uint8Array", info[0]);
+  auto rgb = info[0].As<Napi::Uint8Array>();
+  const int64_t width = require_integer(info[1], "preprocessImage: width");
+  const int64_t height = require_integer(info[2], "preprocessImage: height");
+  if (width <= 0 || height <= 0) throw_type_error(env, "preprocessImage: width/height", "positive", info[1]);
+  if (static_cast<int64_t>(rgb.ElementLength()) != width * height * 3)
+    throw_type_error(env, "preprocessImage: rgb", "width*height*3 = " + std::to_string(width * height * 3) + " bytes",
+                     Napi::Number::New(env, static_cast<double>(rgb.ElementLength())));
+  ImageProcessorOptions options;
+  if (!is_missing(info[3])) {
+    Napi::Object o = require_object(info[3], "preprocessImage: opts");
+    auto integer = [&](const char* key, int64_t& out) {
+      if (!is_missing(member(o, key))) out = require_integer(member(o, key), std::string("preprocessImage: opts.") + key);
+    };
+    integer("patchSize", options.patch_size);
+    integer("temporalPatchSize", options.temporal_patch_size);
+    integer("mergeSize", options.merge_size);
+    integer("minPixels", options.min_pixels);
+    integer("maxPixels", options.max_pixels);
+    auto triple = [&](const char* key, std::array<double, 3>& out) {
+      Napi::Value v = member(o, key);
+      if (is_missing(v)) return;
+      if (!v.IsArray() || v.As<Napi::Array>().Length() != 3)
+        throw_type_error(env, std::string("preprocessImage: opts.") + key, "[r, g, b]", v);
+      for (uint32_t i = 0; i < 3; ++i) out[i] = require_number(v.As<Napi::Array>().Get(i), std::string("preprocessImage: opts.") + key);
+    };
+    triple("mean", options.mean);
+    triple("std", options.std);
+  }
+  return guarded(env, "preprocessImage", [&]() -> Napi::Value {
+    ImagePatches patches = preprocess_image(rgb.Data(), width, height, options);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("pixelValues", to_float32_array(env, patches.pixel_values));
+    out.Set("grid", to_shape_array(env, at::IntArrayRef(patches.grid.data(), 3)));
+    return out;
+  });
+}
+
+Napi::Value LoadModel(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), "Model.load", [&] { return ModelWrap::Load(info); });
+}
+
 }  // namespace
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  exports.Set("probe", Napi::Function::New(env, TorchVersion));
+  // fp32 must mean fp32: TF32 in cuBLAS/cuDNN makes fp32 logits differ from transformers' by ~1e-2 (qwen35.md §17).
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  auto* data = new AddonData();  // owned by the environment (freed by the SetInstanceData finalizer)
+  env.SetInstanceData(data);
+  Napi::Function model_class = ModelWrap::Define(env);
+  Napi::Function batch_class = BatchWrap::Define(env);
+  Napi::Function optimizer_class = OptimizerWrap::Define(env);
+  data->model_class = Napi::Persistent(model_class);
+  data->batch_class = Napi::Persistent(batch_class);
+  data->optimizer_class = Napi::Persistent(optimizer_class);
+  exports.Set("NativeModel", model_class);
+  exports.Set("NativeBatch", batch_class);
+  exports.Set("NativeOptimizer", optimizer_class);
+  exports.Set("loadModel", Napi::Function::New(env, LoadModel, "loadModel"));
+  exports.Set("preprocessImage", Napi::Function::New(env, PreprocessImage, "preprocessImage"));
   return exports;
 }
-NODE_API_MODULE(rlloop_native, Init)
+
+}  // namespace rlloop
+
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return rlloop::Init(env, exports); }
+NODE_API_MODULE(rlloop_native, InitAddon)

@@ -1,0 +1,44 @@
+// A prepared batch: rows right-padded into [B, L] on the model's device, M-RoPE positions, the scored positions and
+// targets, the images' patches, and (filled on first use) the frozen vision tower's features.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "config.h"
+
+namespace rlloop {
+
+struct ImageInput {
+  at::Tensor pixel_values;  // [t*gh*gw, C*T*P*P] float32, CPU
+  Grid grid;                // (t, gh, gw)
+};
+
+struct RowInput {
+  std::vector<int64_t> input_ids;  // the whole row, image pads expanded
+  std::vector<ImageInput> images;  // one per run of image tokens, in order
+  int64_t score_start = 0;         // first scored token
+  int64_t score_count = 0;         // K
+};
+
+struct PreparedBatch {
+  const void* owner = nullptr;   // the model it was prepared for (a batch is bound to one model)
+  int64_t B = 0, L = 0, K = 0;
+  std::vector<int64_t> lengths;  // real tokens per row
+  at::Tensor input_ids;          // [B, L] int64 (padding id 0)
+  at::Tensor position_ids;       // [3, B, L] int64; padded positions hold 1, as transformers' get_rope_index
+  at::Tensor padding_mask;       // [B, L] model dtype (1 real, 0 pad); undefined when no row is padded
+  at::Tensor logit_positions;    // [B, K] int64: score_start + j - 1 (the position whose logits predict token j)
+  at::Tensor targets;            // [B, K] int64: input_ids[score_start + j]
+  at::Tensor pixel_values;       // [sum rows, C*T*P*P] float32 CPU, all images of all rows in order; undefined if none
+  std::vector<Grid> grids;       // one per image, same order
+  std::vector<int64_t> image_tokens;  // LLM tokens per image (t*gh*gw / merge²)
+  at::Tensor vision_features;    // [sum image_tokens, hidden] model dtype; computed once, on first use
+};
+
+// Validates the rows against the config (ids in the vocabulary, image runs vs grids, equal K, score range) and builds
+// the batch on `device`. Errors name the row and what is wrong.
+PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
+                            at::Device device, const void* owner);
+
+}  // namespace rlloop

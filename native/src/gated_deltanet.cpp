@@ -1,0 +1,128 @@
+#include "gated_deltanet.h"
+
+#include <cmath>
+#include <limits>
+
+#include "rms_norm.h"
+
+namespace rlloop {
+
+GatedDeltaNet::GatedDeltaNet(const TextConfig& c, const WeightScope& scope)
+    : key_heads_(c.linear_num_key_heads),
+      value_heads_(c.linear_num_value_heads),
+      key_dim_(c.linear_key_head_dim),
+      value_dim_(c.linear_value_head_dim),
+      conv_kernel_(c.linear_conv_kernel_dim),
+      eps_(c.rms_norm_eps),
+      in_proj_qkv_(scope, "in_proj_qkv", c.linear_conv_dim(), c.hidden_size),
+      in_proj_z_(scope, "in_proj_z", c.linear_value_dim(), c.hidden_size),
+      in_proj_b_(scope, "in_proj_b", c.linear_num_value_heads, c.hidden_size),
+      in_proj_a_(scope, "in_proj_a", c.linear_num_value_heads, c.hidden_size),
+      out_proj_(scope, "out_proj", c.hidden_size, c.linear_value_dim()),
+      conv_weight_(scope.sub("conv1d").get("weight", {c.linear_conv_dim(), 1, c.linear_conv_kernel_dim})),
+      A_log_(scope.get("A_log", {c.linear_num_value_heads})),
+      dt_bias_(scope.get("dt_bias", {c.linear_num_value_heads})),
+      norm_weight_(scope.sub("norm").get("weight", {c.linear_value_head_dim})) {}
+
+namespace {
+// Repeats each of the Hk heads r times consecutively (repeat_interleave on dim 2): [B, L, Hk, d] -> [B, L, Hk*r, d].
+at::Tensor repeat_heads(const at::Tensor& x, int64_t r) {
+  if (r == 1) return x;
+  const int64_t B = x.size(0), L = x.size(1), Hk = x.size(2), d = x.size(3);
+  return x.unsqueeze(3).expand({B, L, Hk, r, d}).reshape({B, L, Hk * r, d});
+}
+
+at::Tensor l2_normalise(const at::Tensor& x) { return x * at::rsqrt((x * x).sum(-1, /*keepdim=*/true) + 1e-6); }
+}  // namespace
+
+at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padding_mask, const std::string* adapter) const {
+  const auto dtype = x_in.scalar_type();
+  at::Tensor x = padding_mask.defined() ? x_in * padding_mask.unsqueeze(-1) : x_in;
+  const int64_t B = x.size(0), L = x.size(1), Hk = key_heads_, Hv = value_heads_, dk = key_dim_, dv = value_dim_;
+  const int64_t conv_dim = 2 * Hk * dk + Hv * dv;
+
+  at::Tensor mixed = in_proj_qkv_.forward(x, adapter);                       // [B, L, conv_dim]
+  at::Tensor z = in_proj_z_.forward(x, adapter).view({B, L, Hv, dv});
+  at::Tensor b = in_proj_b_.forward(x, adapter);                             // [B, L, Hv]
+  at::Tensor a = in_proj_a_.forward(x, adapter);                             // [B, L, Hv]
+
+  // Depthwise causal conv: pad K-1 on both sides, keep the first L outputs (= left padding only), then silu.
+  at::Tensor conv = at::conv1d(mixed.transpose(1, 2), conv_weight_, /*bias=*/{}, /*stride=*/1,
+                               /*padding=*/conv_kernel_ - 1, /*dilation=*/1, /*groups=*/conv_dim);
+  mixed = at::silu(conv.narrow(2, 0, L)).transpose(1, 2);                  // [B, L, conv_dim]
+
+  at::Tensor q = mixed.narrow(-1, 0, Hk * dk).reshape({B, L, Hk, dk});
+  at::Tensor k = mixed.narrow(-1, Hk * dk, Hk * dk).reshape({B, L, Hk, dk});
+  at::Tensor v = mixed.narrow(-1, 2 * Hk * dk, Hv * dv).reshape({B, L, Hv, dv});
+
+  at::Tensor beta = at::sigmoid(b);                                          // model dtype, as transformers
+  at::Tensor g = -at::exp(A_log_.to(at::kFloat)) * at::softplus(a.to(at::kFloat) + dt_bias_, 1.0, 20.0);
+
+  at::Tensor core = chunk_gated_delta_rule(repeat_heads(q, Hv / Hk), repeat_heads(k, Hv / Hk), v, g, beta).to(dtype);
+  core = gated_rms_norm(core, z, norm_weight_, eps_).reshape({B, L, Hv * dv});
+  return out_proj_.forward(core, adapter);
+}
+
+at::Tensor chunk_gated_delta_rule(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                                  const at::Tensor& g_in, const at::Tensor& beta_in, int64_t C) {
+  const int64_t B = k_in.size(0), L = k_in.size(1), H = k_in.size(2), dk = k_in.size(3), dv = v_in.size(3);
+  // [B, H, L, d] float32; q and k L2-normalised, q scaled by dk^-0.5
+  at::Tensor q = l2_normalise(q_in.transpose(1, 2).to(at::kFloat)) * (1.0 / std::sqrt(static_cast<double>(dk)));
+  at::Tensor k = l2_normalise(k_in.transpose(1, 2).to(at::kFloat));
+  at::Tensor v = v_in.transpose(1, 2).to(at::kFloat);
+  at::Tensor beta = beta_in.transpose(1, 2).to(at::kFloat);  // [B, H, L]
+  at::Tensor g = g_in.transpose(1, 2).to(at::kFloat);
+
+  // Pad L up to a multiple of C with zeros (g = 0: no decay; beta = 0: no update), then split into N chunks.
+  const int64_t pad = (C - L % C) % C, N = (L + pad) / C;
+  if (pad > 0) {
+    q = at::constant_pad_nd(q, {0, 0, 0, pad});
+    k = at::constant_pad_nd(k, {0, 0, 0, pad});
+    v = at::constant_pad_nd(v, {0, 0, 0, pad});
+    beta = at::constant_pad_nd(beta, {0, pad});
+    g = at::constant_pad_nd(g, {0, pad});
+  }
+  at::Tensor k_beta = (k * beta.unsqueeze(-1)).reshape({B, H, N, C, dk});
+  at::Tensor v_beta = (v * beta.unsqueeze(-1)).reshape({B, H, N, C, dv});
+  q = q.reshape({B, H, N, C, dk});
+  k = k.reshape({B, H, N, C, dk});
+  at::Tensor cum = g.reshape({B, H, N, C}).cumsum(-1);  // log of the decay from the chunk start to position t
+
+  // Intra-chunk: pairwise decay exp(cum_i - cum_j) for j <= i (upper triangle -> -inf before exp, so no overflow).
+  at::Tensor upper = at::ones({C, C}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
+  at::Tensor pairwise = (cum.unsqueeze(-1) - cum.unsqueeze(-2))
+                            .masked_fill(upper, -std::numeric_limits<double>::infinity())
+                            .exp();                                                       // [B, H, N, C, C]
+  at::Tensor ut_system = at::matmul(k_beta, k.transpose(-1, -2)) * pairwise;
+  at::Tensor intra = at::matmul(q, k.transpose(-1, -2)) * pairwise;
+  at::Tensor decay_from_start = cum.exp().unsqueeze(-1);                                 // [B, H, N, C, 1]
+
+  // UT transform: (I + strictly_lower(ut_system))^-1 applied to [v_beta | k_beta·decay] in one triangular solve
+  // (unitriangular ignores the diagonal and the masked upper part is zero).
+  at::Tensor rhs = at::cat({v_beta, k_beta * decay_from_start}, -1);
+  at::Tensor solved = at::linalg_solve_triangular(ut_system, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  at::Tensor new_values = solved.narrow(-1, 0, dv);   // [B, H, N, C, dv]
+  at::Tensor k_cumdecay = solved.narrow(-1, dv, dk);  // [B, H, N, C, dk]
+
+  at::Tensor q_decayed = q * decay_from_start;                                         // reads the state at chunk start
+  at::Tensor k_to_end = k * (cum.narrow(-1, C - 1, 1) - cum).exp().unsqueeze(-1);       // writes decayed to chunk end
+  at::Tensor chunk_decay = cum.narrow(-1, C - 1, 1).exp().unsqueeze(-1);               // [B, H, N, 1, 1]
+
+  // Inter-chunk: a sequential scan over the N chunks (not over tokens), state S [B, H, dk, dv].
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(N);
+  at::Tensor state;
+  for (int64_t i = 0; i < N; ++i) {
+    at::Tensor vals = new_values.select(2, i), kcd = k_cumdecay.select(2, i);
+    at::Tensor v_new = state.defined() ? vals - at::matmul(kcd, state) : vals;
+    at::Tensor out = at::matmul(intra.select(2, i), v_new);
+    if (state.defined()) out = at::matmul(q_decayed.select(2, i), state) + out;
+    outputs.push_back(out);
+    at::Tensor write = at::matmul(k_to_end.select(2, i).transpose(-1, -2), v_new);
+    state = state.defined() ? state * chunk_decay.select(2, i) + write : write;
+  }
+  at::Tensor o = at::stack(outputs, 2).reshape({B, H, N * C, dv}).narrow(2, 0, L);
+  return o.transpose(1, 2).contiguous();  // [B, L, H, dv]
+}
+
+}  // namespace rlloop

@@ -1,0 +1,110 @@
+#include "qwen35_model.h"
+
+#include <c10/core/GradMode.h>
+
+#include "check.h"
+#include "checkpoint.h"
+#include "rms_norm.h"
+#include "weights.h"
+
+namespace rlloop {
+
+Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, Checkpointing checkpointing)
+    : config_(Qwen35Config::load(dir)), dtype_(dtype), device_(device), checkpointing_(checkpointing) {
+  c10::NoGradGuard no_grad;
+  CheckpointReader reader(dir);
+  const TextConfig& t = config_.text;
+  WeightScope lm(reader, "model.language_model.", dtype, device);
+  embed_tokens_ = lm.sub("embed_tokens").get("weight", {t.vocab_size, t.hidden_size});
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i)
+    layers_.push_back(std::make_unique<DecoderLayer>(t, t.layer_types[i], lm.sub("layers").sub(std::to_string(i))));
+  final_norm_ = lm.sub("norm").get("weight", {t.hidden_size});
+  lm_head_ = WeightScope(reader, "lm_head.", dtype, device).get("weight", {t.vocab_size, t.hidden_size});
+  rotary_ = std::make_unique<TextRotary>(t, device);
+  if (config_.vision) {
+    WeightScope visual(reader, "model.visual.", dtype, device);
+    WeightGetter getter = [visual](const std::string& key, const std::vector<int64_t>& shape) {
+      return visual.get(key, shape);
+    };
+    vision_ = std::make_unique<VisionTower>(*config_.vision, getter, dtype, device);
+  }
+  reader.check_all_used();
+}
+
+std::vector<LoraLinear*> Qwen35Model::lora_linears() {
+  std::vector<LoraLinear*> out;
+  for (auto& layer : layers_)
+    for (LoraLinear* l : layer->linears()) out.push_back(l);
+  return out;
+}
+
+const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
+  if (!batch.vision_features.defined() && batch.pixel_values.defined()) {
+    RLLOOP_CHECK(vision_, Unsupported, "the batch has images but the model has no vision tower");
+    c10::NoGradGuard no_grad;  // frozen tower: computed once per batch, never differentiated
+    batch.vision_features = vision_->forward(batch.pixel_values, batch.grids).to(dtype_);
+  }
+  return batch.vision_features;
+}
+
+at::Tensor Qwen35Model::embed(PreparedBatch& batch) {
+  at::Tensor x = at::embedding(embed_tokens_, batch.input_ids);  // [B, L, hidden]
+  if (!batch.pixel_values.defined()) return x;
+  const at::Tensor& features = vision_features(batch);
+  // Image rows in row-major order of [B, L] = the order of the images (rows first, then within a row).
+  at::Tensor mask = (batch.input_ids == config_.image_token_id).unsqueeze(-1).expand_as(x);
+  return x.masked_scatter(mask, features);
+}
+
+bool Qwen35Model::use_checkpointing(const PreparedBatch& batch) const {
+  if (checkpointing_ != Checkpointing::Auto) return checkpointing_ == Checkpointing::On;
+  if (device_.is_cpu()) return false;
+  // Auto on an accelerator: checkpoint when the layers' saved activations would exceed ~16 GiB. Per token and
+  // layer, autograd keeps roughly 24 hidden-sized and 4 intermediate-sized vectors in the model dtype.
+  const TextConfig& t = config_.text;
+  const double per_token_layer = (24.0 * t.hidden_size + 4.0 * t.intermediate_size) * c10::elementSize(dtype_);
+  const double bytes = per_token_layer * batch.B * batch.L * t.num_hidden_layers;
+  return bytes > 16.0 * (1ull << 30);
+}
+
+std::vector<at::Tensor> Qwen35Model::trainable_tensors(size_t layer, const std::string* adapter) {
+  std::vector<at::Tensor> out;
+  if (!adapter) return out;
+  for (LoraLinear* l : layers_[layer]->linears())
+    if (const LoraWeights* w = l->find(*adapter)) {
+      if (w->A.requires_grad()) out.push_back(w->A);
+      if (w->B.requires_grad()) out.push_back(w->B);
+    }
+  return out;
+}
+
+ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& options) {
+  RLLOOP_CHECK(batch.owner == this, Invalid, "the batch was prepared by another model");
+  ForwardOutput out;
+  LayerInputs in;
+  in.rotary = rotary_->tables(batch.position_ids, dtype_);
+  in.padding_mask = batch.padding_mask;
+  in.adapter = options.adapter;
+
+  at::Tensor x = embed(batch);
+  if (options.record_hidden_states) out.hidden_states.push_back(x);
+  const bool grad = c10::GradMode::is_enabled();
+  const bool checkpoint = grad && use_checkpointing(batch);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<at::Tensor> trainable = grad ? trainable_tensors(i, options.adapter) : std::vector<at::Tensor>{};
+    const bool needs_graph = x.requires_grad() || !trainable.empty();
+    x = checkpoint && needs_graph ? checkpointed_layer_forward(*layers_[i], x, in, trainable) : layers_[i]->forward(x, in);
+    // transformers' output_hidden_states: the last entry is after the final norm, not the raw last layer.
+    if (options.record_hidden_states && i + 1 < layers_.size()) out.hidden_states.push_back(x);
+  }
+  if (options.record_hidden_states) out.hidden_states.push_back(zero_centred_rms_norm(x, final_norm_, config_.text.rms_norm_eps));
+
+  // Norm and lm_head only at the scored positions: gather [B, K, hidden] first (the norm is per position).
+  const int64_t hidden = x.size(-1);
+  at::Tensor index = batch.logit_positions.unsqueeze(-1).expand({batch.B, batch.K, hidden});
+  at::Tensor scored = zero_centred_rms_norm(x.gather(1, index), final_norm_, config_.text.rms_norm_eps);
+  out.logits = at::linear(scored, lm_head_);
+  return out;
+}
+
+}  // namespace rlloop

@@ -1,0 +1,65 @@
+// Qwen3_5ForConditionalGeneration for training LoRA adapters: token embedding with the vision tower's features
+// scattered into the <|image_pad|> rows, the hybrid decoder stack, final norm, and lm_head evaluated only at the
+// scored positions. The base weights are frozen; only LoRA masters (lora.h) ever require grad.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "batch.h"
+#include "config.h"
+#include "decoder_layer.h"
+#include "rope.h"
+#include "vision.h"
+
+namespace rlloop {
+
+enum class Checkpointing { On, Off, Auto };
+
+struct ForwardOptions {
+  const std::string* adapter = nullptr;        // LoRA adapter to apply (null: base model)
+  bool record_hidden_states = false;           // fill ForwardOutput::hidden_states (inspection; no grad)
+};
+
+struct ForwardOutput {
+  at::Tensor logits;                       // [B, K, vocab] in the model dtype, at the scored positions
+  std::vector<at::Tensor> hidden_states;   // numLayers + 1 entries [B, L, hidden] when recorded
+};
+
+class Qwen35Model {
+ public:
+  Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, Checkpointing checkpointing);
+
+  const Qwen35Config& config() const { return config_; }
+  at::ScalarType dtype() const { return dtype_; }
+  at::Device device() const { return device_; }
+  Checkpointing checkpointing() const { return checkpointing_; }
+
+  // Every LoRA-capable Linear of the language model, in layer order.
+  std::vector<LoraLinear*> lora_linears();
+
+  // Runs with autograd when grad mode is on and the adapter has trainable tensors (then per-layer checkpointing
+  // applies as configured).
+  ForwardOutput forward(PreparedBatch& batch, const ForwardOptions& options);
+
+  // The frozen tower's output for the batch's images ([sum image tokens, hidden]), computed once and cached.
+  const at::Tensor& vision_features(PreparedBatch& batch);
+
+ private:
+  Qwen35Config config_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  Checkpointing checkpointing_;
+  at::Tensor embed_tokens_;  // [vocab, hidden]
+  std::vector<std::unique_ptr<DecoderLayer>> layers_;
+  at::Tensor final_norm_;    // [hidden]
+  at::Tensor lm_head_;       // [vocab, hidden]
+  std::unique_ptr<TextRotary> rotary_;
+  std::unique_ptr<VisionTower> vision_;
+
+  at::Tensor embed(PreparedBatch& batch);
+  bool use_checkpointing(const PreparedBatch& batch) const;
+  std::vector<at::Tensor> trainable_tensors(size_t layer, const std::string* adapter);
+};
+
+}  // namespace rlloop

@@ -1,0 +1,193 @@
+#include "safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "check.h"
+#include "files.h"
+#include "json.h"
+
+namespace rlloop {
+
+namespace {
+
+// The safetensors dtype names we read and write.
+struct DtypeName {
+  const char* name;
+  at::ScalarType type;
+};
+constexpr DtypeName kDtypes[] = {
+    {"F32", at::kFloat}, {"BF16", at::kBFloat16}, {"F16", at::kHalf}, {"F64", at::kDouble},
+    {"I64", at::kLong},  {"I32", at::kInt},       {"I16", at::kShort}, {"I8", at::kChar},
+    {"U8", at::kByte},   {"BOOL", at::kBool},
+};
+
+bool dtype_from_name(const std::string& name, at::ScalarType& out) {
+  for (const auto& d : kDtypes)
+    if (name == d.name) {
+      out = d.type;
+      return true;
+    }
+  return false;
+}
+
+const char* dtype_to_name(at::ScalarType type) {
+  for (const auto& d : kDtypes)
+    if (d.type == type) return d.name;
+  RLLOOP_FAIL(Unsupported, "cannot write a " << c10::toString(type) << " tensor to safetensors");
+}
+
+}  // namespace
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  RLLOOP_CHECK(path_exists(path), NotFound, "file not found: '" << path << "'");
+  int fd = ::open(path.c_str(), O_RDONLY);
+  RLLOOP_CHECK(fd >= 0, Io, "cannot open '" << path << "': " << std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    RLLOOP_FAIL(Io, "cannot stat '" << path << "': " << std::strerror(errno));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
+    ::close(fd);
+    RLLOOP_CHECK(map_ != MAP_FAILED, Io, "cannot mmap '" << path << "': " << std::strerror(err));
+  } else {
+    ::close(fd);
+  }
+  try {
+    parse_header();
+  } catch (...) {
+    if (map_ && map_ != MAP_FAILED) ::munmap(map_, size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ && map_ != MAP_FAILED) ::munmap(map_, size_);
+}
+
+void SafetensorsFile::parse_header() {
+  RLLOOP_CHECK(size_ >= 8, Format, "'" << path_ << "' is not a safetensors file: " << size_ << " bytes, no header");
+  const uint8_t* bytes = static_cast<const uint8_t*>(map_);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];  // little-endian
+  RLLOOP_CHECK(header_len <= size_ - 8 && header_len < (100u << 20), Format,
+               "'" << path_ << "' has a corrupt safetensors header: header length " << header_len << " but the file has "
+                   << size_ << " bytes");
+  data_ = bytes + 8 + header_len;
+  const uint64_t data_size = size_ - 8 - header_len;
+  std::string text(reinterpret_cast<const char*>(bytes + 8), header_len);
+  Json header = Json::parse(text, "safetensors header of '" + path_ + "'");
+  for (const auto& [key, value] : header.as_object("safetensors header of '" + path_ + "'")) {
+    if (key == "__metadata__") {
+      for (const auto& [mk, mv] : value.as_object("__metadata__"))
+        if (mv.is_string()) metadata_[mk] = mv.as_string(mk);
+      continue;
+    }
+    std::string what = "'" + path_ + "' entry '" + key + "'";
+    SafetensorsEntry e;
+    e.key = key;
+    const Json* dtype = value.find("dtype");
+    const Json* shape = value.find("shape");
+    const Json* offsets = value.find("data_offsets");
+    RLLOOP_CHECK(dtype && shape && offsets, Format, what << " lacks dtype, shape or data_offsets");
+    e.dtype_name = dtype->as_string(what + " dtype");
+    RLLOOP_CHECK(dtype_from_name(e.dtype_name, e.dtype), Unsupported, what << " has unsupported dtype " << e.dtype_name);
+    int64_t numel = 1;
+    for (const Json& d : shape->as_array(what + " shape")) {
+      int64_t n = d.as_int(what + " shape");
+      RLLOOP_CHECK(n >= 0, Format, what << " has a negative dimension");
+      e.shape.push_back(n);
+      numel *= n;
+    }
+    const auto& range = offsets->as_array(what + " data_offsets");
+    RLLOOP_CHECK(range.size() == 2, Format, what << " data_offsets must have 2 entries");
+    int64_t begin = range[0].as_int(what + " data_offsets"), end = range[1].as_int(what + " data_offsets");
+    RLLOOP_CHECK(begin >= 0 && begin <= end && static_cast<uint64_t>(end) <= data_size, Format,
+                 what << " data_offsets [" << begin << ", " << end << "] lie outside the data section of "
+                      << data_size << " bytes (truncated or corrupt file)");
+    e.begin = static_cast<uint64_t>(begin);
+    e.end = static_cast<uint64_t>(end);
+    uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(e.dtype);
+    RLLOOP_CHECK(e.end - e.begin == expected, Format,
+                 what << " holds " << (e.end - e.begin) << " bytes but " << e.dtype_name << " " << shape_string(e.shape)
+                      << " needs " << expected);
+    entries_.emplace(key, std::move(e));
+  }
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+at::Tensor SafetensorsFile::load(const SafetensorsEntry& entry, at::ScalarType dtype, at::Device device) const {
+  const uint8_t* ptr = data_ + entry.begin;
+  auto cpu_options = at::TensorOptions().dtype(entry.dtype).device(at::kCPU);
+  at::Tensor source;
+  if (reinterpret_cast<uintptr_t>(ptr) % c10::elementSize(entry.dtype) == 0) {
+    // Aliases the mapping; the copy below detaches it before the mapping goes away.
+    source = at::from_blob(const_cast<uint8_t*>(ptr), entry.shape, cpu_options);
+  } else {
+    source = at::empty(entry.shape, cpu_options);
+    std::memcpy(source.data_ptr(), ptr, entry.end - entry.begin);
+  }
+  at::Tensor out = source.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const NamedTensorList& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  // Contiguous CPU copies first, so the header offsets and the bytes agree.
+  std::vector<at::Tensor> cpu;
+  cpu.reserve(tensors.size());
+  Json header;
+  uint64_t offset = 0;
+  for (const auto& [key, tensor] : tensors) {
+    RLLOOP_CHECK(key != "__metadata__" && !header.find(key), Invalid, "safetensors: duplicate or reserved key '" << key << "'");
+    at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    Json entry;
+    entry["dtype"] = Json(dtype_to_name(t.scalar_type()));
+    Json::Array shape;
+    for (int64_t d : t.sizes()) shape.emplace_back(d);
+    entry["shape"] = Json(std::move(shape));
+    uint64_t bytes = t.numel() * t.element_size();
+    entry["data_offsets"] = Json(Json::Array{Json(static_cast<int64_t>(offset)), Json(static_cast<int64_t>(offset + bytes))});
+    header[key] = entry;
+    offset += bytes;
+    cpu.push_back(std::move(t));
+  }
+  Json meta{Json::Object{}};
+  for (const auto& [k, v] : metadata) meta[k] = Json(v);
+  header["__metadata__"] = meta;
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text += ' ';  // the data section starts 8-byte aligned, as safetensors writes
+  uint8_t len_bytes[8];
+  uint64_t len = text.size();
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(len >> (8 * i));
+  write_file_atomic_streamed(path, [&](const ByteSink& sink) {
+    sink(len_bytes, 8);
+    sink(text.data(), text.size());
+    for (const at::Tensor& t : cpu) sink(t.data_ptr(), t.numel() * t.element_size());
+  });
+}
+
+}  // namespace rlloop

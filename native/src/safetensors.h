@@ -1,0 +1,55 @@
+// safetensors files: reading through mmap (header parsed and every entry's offsets validated up front) and atomic
+// writing (used for adapters and optimizer state). Format: 8-byte little-endian header length, a JSON header
+// {key: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the raw little-endian data.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rlloop {
+
+struct SafetensorsEntry {
+  std::string key;
+  std::string dtype_name;  // as written in the file ("BF16", ...)
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte offsets relative to the data section
+};
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);  // throws on a missing file or a corrupt header
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const SafetensorsEntry* find(const std::string& key) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // A copy of the tensor converted to dtype on device (the mapping is released with this object).
+  at::Tensor load(const SafetensorsEntry& entry, at::ScalarType dtype, at::Device device) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  const uint8_t* data_ = nullptr;  // start of the data section
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+
+  void parse_header();
+};
+
+std::string shape_string(at::IntArrayRef shape);  // "[2, 3]"
+
+// Writes tensors (any device; float32/bfloat16/float16/int64/int32 kept as they are) atomically to `path`.
+using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
+void write_safetensors(const std::string& path, const NamedTensorList& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+}  // namespace rlloop

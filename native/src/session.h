@@ -1,0 +1,78 @@
+// ModelSession: everything one loaded model does, in plain C++ types (binding.cpp only converts to and from JS).
+// All methods run on the model's worker thread, one at a time.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "adamw.h"
+#include "adapters.h"
+#include "batch.h"
+#include "objectives.h"
+#include "qwen35_model.h"
+
+namespace rlloop {
+
+struct LoadOptions {
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  Checkpointing checkpointing = Checkpointing::Auto;
+};
+
+struct LogprobsResult {
+  at::Tensor logp;     // [B, K] float32 CPU
+  at::Tensor correct;  // [B, K] uint8 CPU: argmax == target
+};
+
+using Objective = std::variant<SftObjective, PpoObjective>;
+
+struct BackwardResult {
+  double loss = 0;
+  at::Tensor logp;            // [B, K] float32 CPU
+  at::Tensor pg, kl, ratio;   // [B] float32 CPU (PPO)
+};
+
+struct InspectResult {
+  std::vector<at::Tensor> vision_features;  // per image [tokens, hidden] float32 CPU
+  at::Tensor position_ids;                  // [3, B, L] int64 CPU
+  std::vector<at::Tensor> hidden_states;    // numLayers + 1 × [B, L, hidden] float32 CPU
+  at::Tensor logits;                        // [B, K, vocab] float32 CPU
+};
+
+// Parses "cpu" / "cuda:N" and checks that the device exists.
+at::Device parse_device(const std::string& text);
+at::ScalarType parse_dtype(const std::string& text);
+
+class ModelSession {
+ public:
+  ModelSession(const std::string& dir, const LoadOptions& options);
+
+  const Qwen35Config& config() const { return model_.config(); }
+  const std::string& dir() const { return dir_; }
+  at::Device device() const { return model_.device(); }
+  at::ScalarType dtype() const { return model_.dtype(); }
+  std::vector<std::string> module_paths();
+  AdapterSet& adapters() { return adapters_; }
+  const void* batch_owner() const { return &model_; }  // batches record the model they were prepared for
+
+  std::shared_ptr<PreparedBatch> prepare(const std::vector<RowInput>& rows);
+  LogprobsResult logprobs(PreparedBatch& batch, const std::string* adapter);
+  // Forward with autograd through the trainable adapter, objective, backward (grads accumulate).
+  BackwardResult backward(PreparedBatch& batch, const Objective& objective);
+  InspectResult inspect(PreparedBatch& batch, const std::string* adapter);
+
+  void save_adapter(const std::string& name, const std::string& dir);
+  void load_adapter(const std::string& name, const std::string& dir);
+
+ private:
+  std::string dir_;
+  Qwen35Model model_;
+  AdapterSet adapters_;
+
+  at::Tensor token_logprobs(const at::Tensor& logits, const PreparedBatch& batch) const;  // [B, K] float32
+  const std::string* checked_adapter(const std::string* adapter) const;
+};
+
+}  // namespace rlloop

@@ -1,0 +1,366 @@
+// The typed binding of the native module (native/build/Release/rlloop_native.node): the only file that loads it.
+// The contract is docs/native-api.md; the C++ side lives in native/src (binding.cpp is the glue this file calls).
+// Heavy calls return promises settled from each model's own worker thread; synchronous methods validate their
+// arguments and queue the change on that worker, so calls take effect in the order they were made.
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export type Device = "cpu" | `cuda:${number}`;
+export type DType = "float32" | "bfloat16"; // compute dtype of the base model; LoRA masters are always float32
+export type Checkpointing = "on" | "off" | "auto"; // per decoder layer
+
+export interface LoadOptions {
+  device?: Device;
+  dtype?: DType;
+  checkpointing?: Checkpointing;
+}
+
+/** From preprocessor_config.json (qwen35.md §8). */
+export interface ImageProcessorOptions {
+  patchSize: number;
+  temporalPatchSize: number;
+  mergeSize: number;
+  minPixels: number;
+  maxPixels: number;
+  mean: [number, number, number];
+  std: [number, number, number];
+}
+
+export interface ImagePatches {
+  pixelValues: Float32Array; // [gh*gw, 3*T*P*P], rows in merge-block order
+  grid: [number, number, number]; // [t, gh, gw]
+}
+
+export interface RowInput {
+  inputIds: Int32Array; // the whole row, image pads already expanded (gh*gw/merge² per image)
+  images: ImagePatches[]; // one per <|vision_start|><|image_pad|>… block, in order
+  scoreStart: number; // index of the first scored token
+  scoreCount: number; // scored tokens = inputIds[scoreStart, scoreStart + scoreCount)
+}
+
+export interface LoraSpec {
+  r: number;
+  alpha: number;
+  targetModules: string; // regex, Python re.fullmatch on paths like "model.language_model.layers.3.self_attn.q_proj"
+  seed: number;
+}
+
+export interface NamedTensor {
+  shape: number[];
+  data: Float32Array;
+}
+export type NamedTensors = Record<string, NamedTensor>;
+
+export type LayerType = "linear_attention" | "full_attention";
+
+export interface ModelInfo {
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  vocabSize: number;
+  layerTypes: LayerType[];
+  imageTokenId: number;
+  videoTokenId: number;
+  visionStartTokenId: number;
+  visionEndTokenId: number;
+  vision: { patchSize: number; temporalPatchSize: number; mergeSize: number; inChannels: number; depth: number; hiddenSize: number } | null;
+  device: Device;
+  dtype: DType;
+  loraModules: string[]; // module paths of every LoRA-capable Linear, in layer order
+}
+
+export interface LogprobsResult {
+  logp: Float32Array; // B*K
+  correct: Uint8Array; // B*K, argmax == target
+  K: number;
+}
+
+export type Objective =
+  | { kind: "sft"; scale: number }
+  | {
+      kind: "ppo";
+      n: number; // code tokens: the first n scored tokens (K = n + 1 with <|im_end|>)
+      old: Float32Array; // B: Σ old logp of the code tokens
+      ref: Float32Array; // B*n
+      adv: Float32Array; // B
+      clip: number;
+      beta: number;
+      scale: number;
+      weight?: Float32Array; // B, per-row importance weight; default 1
+    };
+
+export interface BackwardResult {
+  loss: number; // the scaled loss
+  logp: Float32Array; // B*K, this forward's
+  pg?: Float32Array; // B each, ppo
+  kl?: Float32Array;
+  ratio?: Float32Array;
+}
+
+export interface InspectResult {
+  visionFeatures: Float32Array[]; // per image, [gh*gw/4, hidden] after the merger
+  positionIds: Int32Array; // [3, B, L]
+  hiddenStates: Float32Array[]; // numLayers + 1 entries [B, L, hidden]; the last after the final norm
+  logits: Float32Array; // [B, K, vocab]
+}
+
+export interface OptimizerOptions {
+  lr: number;
+  betas: [number, number];
+  eps: number;
+  weightDecay: number;
+  group?: ProcessGroup;
+}
+
+export interface ProcessGroupOptions {
+  backend: "nccl" | "gloo";
+  rank: number;
+  worldSize: number;
+  masterAddr: string;
+  masterPort: number;
+  device: Device;
+  timeoutS?: number;
+}
+
+/** A prepared batch (opaque): right-padded rows on the model's device; vision features cached on first use. */
+export interface Batch {
+  readonly B: number;
+  readonly L: number;
+  readonly K: number;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The addon's raw exports (binding.cpp).
+
+interface NativeModel {
+  info(): ModelInfo;
+  prepare(rows: RowInput[]): Promise<Batch>;
+  logprobs(batch: Batch, adapter: string | null): Promise<LogprobsResult>;
+  backward(batch: Batch, objective: Objective): Promise<BackwardResult>;
+  inspect(batch: Batch, adapter: string | null): Promise<InspectResult>;
+  addAdapter(name: string, spec: LoraSpec): void;
+  removeAdapter(name: string): void;
+  loadAdapter(name: string, dir: string): Promise<void>;
+  saveAdapter(name: string, dir: string): Promise<void>;
+  setTrainable(name: string | null): void;
+  adapterNames(): string[];
+  adapterTensors(name: string): Promise<NamedTensors>;
+  setAdapterTensors(name: string, tensors: NamedTensors): Promise<void>;
+  gradients(name: string): Promise<NamedTensors>;
+}
+
+interface NativeOptimizer {
+  step(opts: { lr: number; maxGradNorm?: number }): Promise<{ gradNorm: number }>;
+  save(path: string): Promise<void>;
+  load(path: string): Promise<void>;
+}
+
+interface NativeProcessGroup {
+  readonly rank: number;
+  readonly worldSize: number;
+  allReduce(data: Float32Array, op: "sum" | "mean"): Promise<Float32Array>;
+  barrier(): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Addon {
+  loadModel(dir: string, device: string, dtype: string, checkpointing: string): Promise<NativeModel>;
+  preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches;
+  NativeOptimizer: new (
+    model: NativeModel,
+    adapter: string,
+    lr: number,
+    beta1: number,
+    beta2: number,
+    eps: number,
+    weightDecay: number,
+    group: NativeProcessGroup | null,
+  ) => NativeOptimizer;
+  initProcessGroup(
+    backend: string,
+    rank: number,
+    worldSize: number,
+    masterAddr: string,
+    masterPort: number,
+    device: string,
+    timeoutS: number,
+  ): Promise<NativeProcessGroup>;
+}
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), ".."); // src/ and dist/ both sit in the repo root
+export const NATIVE_MODULE_PATH = join(ROOT, "native", "build", "Release", "rlloop_native.node");
+
+let cached: Addon | undefined;
+
+/** Loads the addon once; a clear error when it has not been built. */
+function addon(): Addon {
+  if (cached) return cached;
+  if (!existsSync(NATIVE_MODULE_PATH)) {
+    throw new Error(`the native module is not built (${NATIVE_MODULE_PATH} is missing): run npm run build:native`);
+  }
+  try {
+    cached = createRequire(import.meta.url)(NATIVE_MODULE_PATH) as Addon;
+  } catch (err) {
+    throw new Error(`cannot load the native module ${NATIVE_MODULE_PATH}: ${(err as Error).message}; rebuild it with npm run build:native`, {
+      cause: err,
+    });
+  }
+  return cached;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+export function preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches {
+  return addon().preprocessImage(rgb, width, height, opts);
+}
+
+export class Model {
+  readonly info: ModelInfo;
+
+  private constructor(readonly native: NativeModel) {
+    this.info = native.info();
+  }
+
+  /** A Hugging Face Qwen3.5 folder (config.json + model.safetensors or an index with shards). */
+  static async load(dir: string, opts: LoadOptions = {}): Promise<Model> {
+    const native = await addon().loadModel(dir, opts.device ?? "cpu", opts.dtype ?? "float32", opts.checkpointing ?? "auto");
+    return new Model(native);
+  }
+
+  get device(): Device {
+    return this.info.device;
+  }
+
+  get dtype(): DType {
+    return this.info.dtype;
+  }
+
+  prepare(rows: RowInput[]): Promise<Batch> {
+    return this.native.prepare(rows);
+  }
+
+  logprobs(batch: Batch, opts: { adapter: string | null }): Promise<LogprobsResult> {
+    return this.native.logprobs(batch, opts.adapter);
+  }
+
+  /** Accumulates into the trainable adapter's .grad. */
+  backward(batch: Batch, objective: Objective): Promise<BackwardResult> {
+    return this.native.backward(batch, objective);
+  }
+
+  inspect(batch: Batch, opts: { adapter: string | null }): Promise<InspectResult> {
+    return this.native.inspect(batch, opts.adapter);
+  }
+
+  /** Fresh adapter: A ~ U(±1/√in), B = 0, float32. */
+  addAdapter(name: string, spec: LoraSpec): void {
+    this.native.addAdapter(name, spec);
+  }
+
+  /** Frees the adapter's tensors; the name can be used again. */
+  removeAdapter(name: string): void {
+    this.native.removeAdapter(name);
+  }
+
+  loadAdapter(name: string, dir: string): Promise<void> {
+    return this.native.loadAdapter(name, dir);
+  }
+
+  /** PEFT layout (adapter_config.json + adapter_model.safetensors), written atomically. */
+  saveAdapter(name: string, dir: string): Promise<void> {
+    return this.native.saveAdapter(name, dir);
+  }
+
+  setTrainable(name: string | null): void {
+    this.native.setTrainable(name);
+  }
+
+  adapterNames(): string[] {
+    return this.native.adapterNames();
+  }
+
+  adapterTensors(name: string): Promise<NamedTensors> {
+    return this.native.adapterTensors(name);
+  }
+
+  setAdapterTensors(name: string, tensors: NamedTensors): Promise<void> {
+    return this.native.setAdapterTensors(name, tensors);
+  }
+
+  gradients(name: string): Promise<NamedTensors> {
+    return this.native.gradients(name);
+  }
+}
+
+/** torch.optim.AdamW over one adapter's float32 masters (with a group: gradients averaged over the ranks first). */
+export class Optimizer {
+  private readonly native: NativeOptimizer;
+
+  constructor(model: Model, adapter: string, opts: OptimizerOptions) {
+    const [beta1, beta2] = opts.betas;
+    this.native = new (addon().NativeOptimizer)(
+      model.native,
+      adapter,
+      opts.lr,
+      beta1,
+      beta2,
+      opts.eps,
+      opts.weightDecay,
+      opts.group?.native ?? null,
+    );
+  }
+
+  /** all-reduce (mean) over the group if any, clip_grad_norm_, AdamW step, grads set to none. */
+  step(opts: { lr: number; maxGradNorm: number }): Promise<{ gradNorm: number }> {
+    return this.native.step(opts);
+  }
+
+  /** optimizer.safetensors (exp_avg / exp_avg_sq per PEFT key) + optimizer.json sidecar. */
+  save(path: string): Promise<void> {
+    return this.native.save(path);
+  }
+
+  load(path: string): Promise<void> {
+    return this.native.load(path);
+  }
+}
+
+/** One process per rank, rendezvous through a c10d TCPStore; Gloo on CPU, NCCL on CUDA. */
+export class ProcessGroup {
+  private constructor(readonly native: NativeProcessGroup) {}
+
+  static async init(opts: ProcessGroupOptions): Promise<ProcessGroup> {
+    const native = await addon().initProcessGroup(
+      opts.backend,
+      opts.rank,
+      opts.worldSize,
+      opts.masterAddr,
+      opts.masterPort,
+      opts.device,
+      opts.timeoutS ?? 600,
+    );
+    return new ProcessGroup(native);
+  }
+
+  get rank(): number {
+    return this.native.rank;
+  }
+
+  get worldSize(): number {
+    return this.native.worldSize;
+  }
+
+  allReduce(data: Float32Array, op: "sum" | "mean"): Promise<Float32Array> {
+    return this.native.allReduce(data, op);
+  }
+
+  barrier(): Promise<void> {
+    return this.native.barrier();
+  }
+
+  close(): Promise<void> {
+    return this.native.close();
+  }
+}
