@@ -47,7 +47,7 @@ export class Admission {
       return true;
     }
     if (ctx.rejectedSeqs.has(seq)) {
-      msg.term("already rejected");
+      msg.term();
       return true;
     }
     if (ctx.reserved.has(seq) || ctx.buffer.has(seq)) {
@@ -113,6 +113,7 @@ export class Admission {
     ctx.metrics.rejected.inc({ reason });
     ctx.tally.rejected++;
     ctx.log.info({ seq: msg.seq, reason, message }, "rollout rejected");
-    msg.term(reason);
+    // no reason argument: nats-server 2.9 does not parse "+TERM <reason>" and would redeliver forever
+    msg.term();
   }
 }

@@ -97,7 +97,14 @@ async function readFramePath(path: string, limits: FrameLimits): Promise<Buffer>
 
 async function readFrameObject(name: string, limits: FrameLimits): Promise<Buffer> {
   if (!limits.objects) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)}: no frames object store configured`);
-  const store = await limits.objects();
+  let store: ObjectStore;
+  try {
+    store = await limits.objects();
+  } catch (cause) {
+    // a bucket that does not exist holds no frame; anything else (disconnect) is not the event's fault
+    if (!/not found/i.test(String((cause as Error).message))) throw cause;
+    throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)}: the frames object store does not exist`, { cause });
+  }
   const info = await store.info(name);
   if (!info || info.deleted) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)} not found`);
   if (info.size > limits.maxBytes) throw new RolloutRejectedError("image_too_large", `frame object ${JSON.stringify(name)} has ${info.size} bytes, frames.maxBytes is ${limits.maxBytes}`);

@@ -46,9 +46,10 @@ export class HeldMessages {
     }
   }
 
-  term(seqs: readonly number[], reason: string): void {
+  /** Terminate (no reason text: nats-server 2.9 does not parse "+TERM <reason>"; the rejection event has it). */
+  term(seqs: readonly number[]): void {
     for (const seq of seqs) {
-      this.#msgs.get(seq)?.term(reason);
+      this.#msgs.get(seq)?.term();
       this.#msgs.delete(seq);
     }
   }

@@ -171,7 +171,7 @@ export class RoundRunner {
     const seqs = manifest.events.map((e) => e.seq);
     if (verdict.outcome === "failed") {
       for (const seq of seqs) ctx.rejectedSeqs.add(seq);
-      ctx.held.term(seqs, "round failed");
+      ctx.held.term(seqs);
       ctx.metrics.rejected.inc({ reason: "round_failed" }, seqs.length);
       ctx.tally.rejected += seqs.length;
     } else {

@@ -10,7 +10,8 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import sharp from "sharp";
-import type { ConfigInput } from "../../src/loop/config.js";
+import { parseConfig, type ConfigInput } from "../../src/loop/config.js";
+import { ensureStreams } from "../../src/loop/connection.js";
 import { EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/loop/schema.js";
 import { startNatsServer, type NatsServer } from "./nats.js";
 
@@ -44,6 +45,9 @@ export async function startLoopEnv(): Promise<LoopEnv> {
   mkdirSync(framesRoot, { recursive: true });
   execFileSync(process.execPath, [FAKE_TRAINER, "init", initialAdapter]);
   const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+  const jsm = await jetstreamManager(nc);
+  // the streams exist before any daemon runs, as in a deployment where workers publish first
+  await ensureStreams(jsm, parseConfig({}).stream);
   const config = (overrides: ConfigInput = {}): ConfigInput => {
     const base: ConfigInput = {
       workDir,
@@ -67,7 +71,7 @@ export async function startLoopEnv(): Promise<LoopEnv> {
   };
   let configs = 0;
   return {
-    server, nc, js: jetstream(nc), jsm: await jetstreamManager(nc), dir, workDir, framesRoot, initialAdapter, config,
+    server, nc, js: jetstream(nc), jsm, dir, workDir, framesRoot, initialAdapter, config,
     writeConfig(overrides = {}) {
       const file = join(dir, `config-${configs++}.json`);
       writeFileSync(file, JSON.stringify(config(overrides), null, 2));
@@ -185,4 +189,45 @@ export function spawnDaemon(configFile: string, env: Record<string, string> = {}
       return lines.find(match) ?? null;
     }, 90_000),
   };
+}
+
+/** Where each rollout id ended: committed rounds that used it (published or gate-rejected) and rejection events. */
+export interface Accounting {
+  rounds: Map<string, number[]>;
+  rejections: Map<string, string[]>;
+  failedRounds: number[];
+}
+
+export async function accounting(env: LoopEnv): Promise<Accounting> {
+  const { readManifest } = await import("../../src/loop/manifest.js");
+  const { roundDir } = await import("../../src/loop/paths.js");
+  const { roundNumbers } = await import("../../src/loop/recovery.js");
+  const rounds = new Map<string, number[]>();
+  const failedRounds: number[] = [];
+  for (const round of await roundNumbers(env.workDir, POLICY)) {
+    const manifest = await readManifest(roundDir(env.workDir, POLICY, round));
+    if (!manifest || manifest.status !== "committed") continue;
+    if (manifest.outcome === "failed") {
+      failedRounds.push(round);
+      continue;
+    }
+    for (const e of manifest.events) rounds.set(e.id, [...(rounds.get(e.id) ?? []), round]);
+  }
+  const rejections = new Map<string, string[]>();
+  for (const r of await eventsOn<{ id: string | null; reason: string; seq: number }>(env.jsm, subjects(POLICY).rejected)) {
+    const key = r.id ?? `seq:${r.seq}`;
+    rejections.set(key, [...(rejections.get(key) ?? []), r.reason]);
+  }
+  return { rounds, rejections, failedRounds };
+}
+
+/** The invariant of DESIGN.md's reliability rules: each id in exactly one committed round or one rejection. */
+export function misaccounted(acc: Accounting, ids: readonly string[]): string[] {
+  const bad: string[] = [];
+  for (const id of ids) {
+    const used = acc.rounds.get(id)?.length ?? 0;
+    const rejected = acc.rejections.get(id)?.length ?? 0;
+    if (used + rejected !== 1) bad.push(`${id}: ${used} round(s) ${JSON.stringify(acc.rounds.get(id) ?? [])}, ${rejected} rejection(s)`);
+  }
+  return bad;
 }

@@ -1,0 +1,65 @@
+// Crash safety: the daemon runs as a child process and is SIGKILLed at each phase (RLLOOP_TEST_PAUSE_AT makes it
+// wait at exactly that point), then restarted. Afterwards every rollout is in exactly one committed round or has
+// exactly one recorded rejection, and every adapter was announced exactly once, in round order.
+import { afterEach, describe, expect, it } from "vitest";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/loop/schema.js";
+import { StateStore } from "../src/loop/state.js";
+import { PAUSE_PHASES } from "../src/loop/test-hooks.js";
+import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+
+const ROLLOUTS = 12;
+
+/** What the restarted daemon must log, proving it took the recovery path of that phase. */
+const RECOVERY_LOG: Record<string, (l: Record<string, unknown>) => boolean> = {
+  intake: (l) => l.msg === "round committed" && l.round === 2,
+  assembling: (l) => l.msg === "removing partial round folder of a previous run" && l.round === 2,
+  training: (l) => l.msg === "resuming the uncommitted round from its manifest" && l.round === 2,
+  committed: (l) => l.msg === "marking the committed round's manifest" && l.round === 2,
+  publishing: (l) => l.msg === "adapter published" && l.round === 2,
+};
+
+describe("loop - crash safety", () => {
+  let env: LoopEnv | null = null;
+  afterEach(async () => {
+    await env?.close();
+    env = null;
+  });
+
+  for (const phase of PAUSE_PHASES) {
+    it(`SIGKILL at ${phase} of round 2, restart: nothing lost, nothing counted twice, no adapter published twice`, async () => {
+      env = await startLoopEnv();
+      const config = env.writeConfig({ round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 10 }, log: { level: "info" } });
+      const rollouts = await Promise.all(Array.from({ length: ROLLOUTS }, (_, i) => makeRollout(`crash-${phase}`, i, { steps: 2 })));
+      await publishRollouts(env.js, rollouts);
+
+      const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: `${phase}:2` });
+      await first.waitForLog(`pause at ${phase}`, (l) => l.testPause === phase);
+      first.child.kill("SIGKILL");
+      await first.exited;
+
+      const second = spawnDaemon(config);
+      const ids = rollouts.map((r) => r.id);
+      const acc = await waitFor("every rollout accounted for and nothing pending", async () => {
+        const info = await env!.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+        if (info.num_ack_pending > 0 || info.num_pending > 0) return null;
+        const a = await accounting(env!);
+        return misaccounted(a, ids).length === 0 ? a : null;
+      }, 90_000).catch(async (err: Error) => {
+        throw new Error(`${err.message}: ${misaccounted(await accounting(env!), ids).join("; ")}`);
+      });
+      expect(misaccounted(acc, ids)).toEqual([]);
+
+      const state = await (await StateStore.open(env.nc, POLICY, 1)).read();
+      const committed = state?.record.round ?? 0;
+      const adapters = await waitFor("announcement of the last round", async () => {
+        const list = await eventsOn<AdapterPublished>(env!.jsm, subjects(POLICY).adapters);
+        return list.length === committed ? list : null;
+      });
+      expect(adapters.map((a) => a.round)).toEqual(Array.from({ length: committed }, (_, i) => i + 1));
+
+      expect(second.lines.some(RECOVERY_LOG[phase]!)).toBe(true);
+      second.child.kill("SIGTERM");
+      expect(await second.exited).toBe(0);
+    });
+  }
+});

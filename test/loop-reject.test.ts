@@ -1,0 +1,102 @@
+// Bad input: every malformed or unacceptable rollout is rejected with its specific reason on
+// rlloop.<policy>.rejected, terminated, and the daemon keeps running (a valid round still publishes afterwards).
+// Cases: the simulator's bad-event table (src/loop/sim/bad-events.ts) plus stale adapter, duplicate id, and
+// frames by path (missing, oversized, corrupt, symlink escaping the root) and by object (missing, present).
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Objm } from "@nats-io/obj";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseConfig } from "../src/loop/config.js";
+import { Daemon } from "../src/loop/daemon.js";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/loop/schema.js";
+import { badEvents } from "../src/loop/sim/bad-events.js";
+import { CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+
+const FRAMES_BUCKET = "test-frames";
+
+describe("loop - rejects bad input with a specific reason", () => {
+  let env: LoopEnv;
+  let daemon: Daemon;
+
+  beforeAll(async () => {
+    env = await startLoopEnv();
+    daemon = new Daemon({ config: parseConfig(env.config({ offPolicy: { maxStaleness: 0 }, frames: { roots: [env.framesRoot], maxBytes: 200_000, maxPixels: 100_000, objectBucket: FRAMES_BUCKET } })) });
+    await daemon.start();
+  });
+
+  afterAll(async () => {
+    await daemon?.stop();
+    await env?.close();
+  });
+
+  const rejectedReasons = async () => new Map((await eventsOn<{ id: string | null; reason: RejectReason; seq: number; message: string }>(env.jsm, subjects(POLICY).rejected)).map((e) => [e.seq, e]));
+
+  it("records each bad event with its reason, and still publishes a valid round", async () => {
+    // round 1 with valid rollouts, so that adapter round 0 becomes stale (maxStaleness 0)
+    await publishRollouts(env.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("ok1", i, { steps: 2 }))));
+    await waitFor("round 1 published", async () => (await eventsOn(env.jsm, subjects(POLICY).adapters)).length === 1);
+
+    const valid = await makeRollout("valid", 0, { steps: 1, adapterRound: 1 });
+    const table = await badEvents({ valid, runTag: "bad", codeLength: CODE_LENGTH, maxSteps: 8, maxPixels: 100_000, frameRoot: env.framesRoot });
+    // stream sequence → [label, expected reason] (malformed payloads have no id to key by)
+    const expected = new Map<number, [string, RejectReason]>();
+    const publishRaw = async (id: string, payload: Uint8Array | string, reason: RejectReason, msgID = id) => {
+      const ack = await env.js.publish(subjects(POLICY).rollouts, payload, { msgID });
+      expected.set(ack.seq, [id, reason]);
+    };
+    for (const bad of table) await publishRaw(bad.id, bad.payload, bad.expect);
+
+    const step = (image: Record<string, string>) => ({ ...(valid.steps[0] as RolloutCompletedInput["steps"][number]), image });
+    const own = async (id: string, reason: RejectReason, patch: Partial<RolloutCompletedInput>) =>
+      publishRaw(id, JSON.stringify({ ...valid, id, ...patch }), reason);
+    await own("stale", "stale_adapter", { adapter: { round: 0, name: "bt-r0" } });
+    await own("wrong-sha", "adapter_mismatch", { adapter: { round: 1, name: "bt-r1", sha256: "0".repeat(64) } });
+    writeFileSync(join(env.framesRoot, "big.png"), Buffer.alloc(300_000, 1));
+    await own("path-oversized", "image_too_large", { steps: [step({ path: join(env.framesRoot, "big.png") })] });
+    const png = await testFrame();
+    writeFileSync(join(env.framesRoot, "corrupt.png"), Buffer.concat([png.subarray(0, 40), Buffer.alloc(200, 7)]));
+    await own("path-corrupt", "image_corrupt", { steps: [step({ path: "corrupt.png" })] });
+    mkdirSync(join(env.framesRoot, "links"), { recursive: true });
+    symlinkSync("/etc/hostname", join(env.framesRoot, "links", "escape.png"));
+    await own("symlink-escape", "image_outside_roots", { steps: [step({ path: join(env.framesRoot, "links", "escape.png") })] });
+    await own("object-missing", "image_missing", { steps: [step({ object: "no/such/frame.png" })] });
+    await own("unknown-adapter", "unknown_adapter", { adapter: { round: 7, name: "bt-r7" } });
+    // same rollout id under a second message id: the stream keeps both, the daemon must count it once
+    const dup = await makeRollout("dup", 0, { steps: 1, adapterRound: 1 });
+    await publishRollouts(env.js, [dup]);
+    await publishRaw("dup-0", JSON.stringify(dup), "duplicate_id", "dup-0-again");
+
+    const found = await waitFor("all rejections recorded", async () => {
+      const got = await rejectedReasons();
+      return [...expected.keys()].every((id) => got.has(id)) ? got : null;
+    }).catch(async (err: Error) => {
+      const got = await rejectedReasons();
+      throw new Error(`${err.message}; missing: ${[...expected].filter(([seq]) => !got.has(seq)).map(([, [id]]) => id).join(", ")}`);
+    });
+    const mismatches = [...expected]
+      .filter(([seq, [, reason]]) => found.get(seq)?.reason !== reason)
+      .map(([seq, [id, reason]]) => `${id}: expected ${reason}, got ${found.get(seq)?.reason} (${found.get(seq)?.message})`);
+    expect(mismatches).toEqual([]);
+    expect(expected.size).toBe(table.length + 8);
+    for (const [seq] of expected) expect(found.get(seq)?.message.length).toBeGreaterThan(10);
+
+    // a frame from the object store is accepted; with dup-0 (1 row) and 3 more rows round 2 closes
+    const objects = await new Objm(env.nc).create(FRAMES_BUCKET);
+    await objects.putBlob({ name: "frames/ok.png" }, png);
+    const good = await makeRollout("ok2", 0, { steps: 3, adapterRound: 1 });
+    good.steps = good.steps.map((s) => ({ ...s, image: { object: "frames/ok.png" } }));
+    await publishRollouts(env.js, [good, ...(await Promise.all([1, 2].map((i) => makeRollout("ok2", i, { steps: 2, adapterRound: 1 }))))]);
+    const adapters = await waitFor("round 2 published", async () => {
+      const list = await eventsOn<AdapterPublished>(env.jsm, subjects(POLICY).adapters);
+      return list.length === 2 ? list : null;
+    });
+    expect(adapters.map((a) => a.round)).toEqual([1, 2]);
+    const info = await waitFor("nothing pending", async () => {
+      const i = await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+      return i.num_ack_pending === 0 && i.num_pending === 0 ? i : null;
+    }).catch(async (err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)))} ${JSON.stringify(daemon.snapshot())}`);
+    });
+    expect(info.num_redelivered).toBe(0);
+  });
+});
