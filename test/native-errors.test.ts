@@ -46,7 +46,7 @@ async function editConfig(dir: string, edit: (config: { text_config: Record<stri
 
 /** The rejection's Error, asserted to be a JS Error whose message matches every fragment. */
 async function expectRejection(promise: Promise<unknown>, fragments: (string | RegExp)[]): Promise<Error> {
-  const err = await promise.then(() => null, (e: unknown) => e);
+  const err: unknown = await promise.then(() => null, (e: unknown) => e);
   expect(err, "the call must reject").toBeInstanceOf(Error);
   const message = (err as Error).message;
   for (const f of fragments) {

@@ -51,7 +51,7 @@ function expectGradients(label: string, grads: NamedTensors, lora: LoraGolden, t
   const bad: string[] = [];
   for (const key of lora.keys) {
     const ref = floatTensor(lora.tensors, `grad.${tag}.${key}`);
-    const expected = factor === 1 ? ref.data : ref.data.map((v) => v * factor);
+    const expected = factor === 1 ? ref.data : ref.data.map((v: number) => v * factor);
     const g = grads[key]!;
     expect(g.shape, `${label}: shape of ${key}`).toEqual(ref.shape);
     let diff = 0, norm = 0;

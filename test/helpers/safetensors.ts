@@ -1,60 +1,70 @@
-// Reads the goldens that scripts/reference/*.py write with safetensors (common.save_tensors: float32 stays float32,
-// integer tensors become int32). Test-only: the native module has its own loader for checkpoints.
-// Half-precision tensors are widened to float32 and int64 narrowed to int32 (checked), so callers see two kinds.
-import { readFile } from "node:fs/promises";
+// A small safetensors reader/writer for the tests: the goldens scripts/reference/*.py write (common.save_tensors:
+// float32 stays float32, integer tensors become int32), header edits that corrupt checkpoints on purpose, and the
+// inputs the tests hand to reference scripts. Test-only: the native module has its own loader for checkpoints.
+// Format: 8-byte little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]},
+// "__metadata__"?: {...}}, then the data block (offsets relative to its start), little-endian.
+// Read dtypes: F32, BF16 and F16 (widened to float32), I32, I64 (narrowed to int32, checked); so callers see two kinds.
+import { readFile, writeFile } from "node:fs/promises";
 
-export interface Tensor {
-  /** dtype as stored in the file */
-  dtype: string;
-  shape: number[];
-  data: Float32Array | Int32Array;
-}
-
-interface Entry {
+export interface HeaderEntry {
   dtype: string;
   shape: number[];
   data_offsets: [number, number];
 }
 
-export async function readSafetensors(path: string): Promise<Map<string, Tensor>> {
-  const bytes = await readFile(path);
-  if (bytes.byteLength < 8) throw new Error(`${path}: ${bytes.byteLength} bytes, too short for a safetensors header`);
-  const headerLength = Number(bytes.readBigUInt64LE(0));
-  if (8 + headerLength > bytes.byteLength) throw new Error(`${path}: header of ${headerLength} bytes overruns the file`);
-  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8")) as Record<string, Entry>;
-  const base = 8 + headerLength;
-  const tensors = new Map<string, Tensor>();
-  for (const [name, entry] of Object.entries(header)) {
-    if (name === "__metadata__") continue;
-    const [start, end] = entry.data_offsets;
-    // Copied out: a tensor's offset in the file need not be aligned for a typed-array view.
-    const raw = new Uint8Array(bytes.subarray(base + start, base + end));
-    tensors.set(name, { dtype: entry.dtype, shape: entry.shape, data: decode(raw, entry.dtype, `${path}: '${name}'`) });
-  }
-  return tensors;
+export interface SafetensorsHeader {
+  /** byte length of the JSON header */
+  length: number;
+  entries: Record<string, HeaderEntry>;
+  metadata?: Record<string, string>;
 }
 
-function decode(raw: Uint8Array, dtype: string, where: string): Float32Array | Int32Array {
+export interface Tensor<T extends Float32Array | Int32Array = Float32Array | Int32Array> {
+  /** dtype as stored in the file */
+  dtype: string;
+  shape: number[];
+  data: T;
+}
+
+export function parseHeader(bytes: Uint8Array, file = "<buffer>"): SafetensorsHeader {
+  if (bytes.byteLength < 8) throw new Error(`${file}: ${bytes.byteLength} bytes, too short for a safetensors header`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const length = Number(view.getBigUint64(0, true));
+  if (length + 8 > bytes.byteLength) throw new Error(`${file}: header of ${length} bytes overruns the file`);
+  const json = JSON.parse(Buffer.from(bytes.subarray(8, 8 + length)).toString("utf8")) as Record<string, unknown>;
+  const { __metadata__: metadata, ...entries } = json;
+  return { length, entries: entries as Record<string, HeaderEntry>, metadata: metadata as Record<string, string> | undefined };
+}
+
+function decode(entry: HeaderEntry, raw: Uint8Array, where: string): Float32Array | Int32Array {
   const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
-  switch (dtype) {
-    case "F32":
-      return new Float32Array(raw.buffer, raw.byteOffset, raw.byteLength / 4);
-    case "I32":
-      return new Int32Array(raw.buffer, raw.byteOffset, raw.byteLength / 4);
+  const numel = entry.shape.reduce((a, b) => a * b, 1);
+  switch (entry.dtype) {
+    case "F32": {
+      // Copied element by element: a tensor's offset in the file need not be aligned for a typed-array view.
+      const out = new Float32Array(numel);
+      for (let i = 0; i < numel; i++) out[i] = view.getFloat32(4 * i, true);
+      return out;
+    }
     case "BF16": {
-      const out = new Float32Array(raw.byteLength / 2);
+      const out = new Float32Array(numel);
       const bits = new Uint32Array(out.buffer);
-      for (let i = 0; i < out.length; i++) bits[i] = view.getUint16(2 * i, true) << 16;
+      for (let i = 0; i < numel; i++) bits[i] = view.getUint16(2 * i, true) << 16;
       return out;
     }
     case "F16": {
-      const out = new Float32Array(raw.byteLength / 2);
-      for (let i = 0; i < out.length; i++) out[i] = halfToFloat(view.getUint16(2 * i, true));
+      const out = new Float32Array(numel);
+      for (let i = 0; i < numel; i++) out[i] = halfToFloat(view.getUint16(2 * i, true));
+      return out;
+    }
+    case "I32": {
+      const out = new Int32Array(numel);
+      for (let i = 0; i < numel; i++) out[i] = view.getInt32(4 * i, true);
       return out;
     }
     case "I64": {
-      const out = new Int32Array(raw.byteLength / 8);
-      for (let i = 0; i < out.length; i++) {
+      const out = new Int32Array(numel);
+      for (let i = 0; i < numel; i++) {
         const v = view.getBigInt64(8 * i, true);
         if (v > 2147483647n || v < -2147483648n) throw new Error(`${where}: int64 value ${v} does not fit int32`);
         out[i] = Number(v);
@@ -62,7 +72,7 @@ function decode(raw: Uint8Array, dtype: string, where: string): Float32Array | I
       return out;
     }
     default:
-      throw new Error(`${where}: dtype ${dtype} is not read by this helper (F32, I32, BF16, F16, I64)`);
+      throw new Error(`${where}: dtype ${entry.dtype} is not read by this helper (F32, I32, BF16, F16, I64)`);
   }
 }
 
@@ -73,4 +83,59 @@ function halfToFloat(h: number): number {
   if (exponent === 0) return sign * fraction * 2 ** -24;
   if (exponent === 31) return fraction ? NaN : sign * Infinity;
   return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+export async function readSafetensors(file: string): Promise<Map<string, Tensor>> {
+  const bytes = new Uint8Array(await readFile(file));
+  const header = parseHeader(bytes, file);
+  const base = 8 + header.length;
+  const out = new Map<string, Tensor>();
+  for (const [name, entry] of Object.entries(header.entries)) {
+    const [begin, end] = entry.data_offsets;
+    out.set(name, { dtype: entry.dtype, shape: entry.shape, data: decode(entry, bytes.subarray(base + begin, base + end), `${file}: '${name}'`) });
+  }
+  return out;
+}
+
+export async function readHeader(file: string): Promise<SafetensorsHeader> {
+  return parseHeader(new Uint8Array(await readFile(file)), file);
+}
+
+/** Writes float32 tensors, sorted by name, header padded to 8 bytes as the reference writer does. */
+export async function writeSafetensors(file: string, tensors: Map<string, { shape: number[]; data: Float32Array }>): Promise<void> {
+  const names = [...tensors.keys()].sort();
+  const header: Record<string, unknown> = { __metadata__: { format: "pt" } };
+  let offset = 0;
+  for (const name of names) {
+    const t = tensors.get(name)!;
+    const numel = t.shape.reduce((a, b) => a * b, 1);
+    if (numel !== t.data.length) throw new Error(`tensor ${name}: shape [${t.shape}] holds ${numel} values, data has ${t.data.length}`);
+    header[name] = { dtype: "F32", shape: t.shape, data_offsets: [offset, offset + 4 * numel] };
+    offset += 4 * numel;
+  }
+  let json = JSON.stringify(header);
+  json += " ".repeat((8 - (json.length % 8)) % 8);
+  const out = Buffer.alloc(8 + json.length + offset);
+  out.writeBigUInt64LE(BigInt(json.length), 0);
+  out.write(json, 8, "utf8");
+  let at = 8 + json.length;
+  for (const name of names) {
+    const data = tensors.get(name)!.data;
+    for (let i = 0; i < data.length; i++, at += 4) out.writeFloatLE(data[i]!, at);
+  }
+  await writeFile(file, out);
+}
+
+export function floatTensor(tensors: Map<string, Tensor>, name: string): Tensor<Float32Array> {
+  const t = tensors.get(name);
+  if (!t) throw new Error(`tensor '${name}' missing (have ${[...tensors.keys()].slice(0, 6).join(", ")}, …)`);
+  if (!(t.data instanceof Float32Array)) throw new Error(`tensor '${name}' is ${t.dtype}, expected a float tensor`);
+  return t as Tensor<Float32Array>;
+}
+
+export function intTensor(tensors: Map<string, Tensor>, name: string): Tensor<Int32Array> {
+  const t = tensors.get(name);
+  if (!t) throw new Error(`tensor '${name}' missing (have ${[...tensors.keys()].slice(0, 6).join(", ")}, …)`);
+  if (!(t.data instanceof Int32Array)) throw new Error(`tensor '${name}' is ${t.dtype}, expected an int tensor`);
+  return t as Tensor<Int32Array>;
 }
