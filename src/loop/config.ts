@@ -94,6 +94,7 @@ const Gate = z.strictObject({
   maxLogpGapAbs: threshold().default(null),
   maxKl: threshold().default(null),
   maxClipFrac: threshold().default(null),
+  maxMismatchKl: threshold().default(null),
 });
 
 const Intake = z.strictObject({ dedupRounds: positiveInt().default(64) });

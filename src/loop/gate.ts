@@ -20,5 +20,14 @@ export function checkGate(stats: PpoStats, gate: Config["gate"]): GateResult {
     const value = stats[key] as number;
     if (limit !== null && value > limit) return { ok: false, reason: `${key} ${value} exceeds ${name} ${limit}` };
   }
-  return { ok: true };
+  return checkMismatch(stats, gate.maxMismatchKl);
+}
+
+/** Sampler/trainer mismatch KL (k3) from the trainer's optional `mismatch` statistics (--mismatch-stats). */
+function checkMismatch(stats: PpoStats, limit: number | null): GateResult {
+  if (limit === null) return { ok: true };
+  const k3 = (stats["mismatch"] as { k3?: unknown } | undefined)?.k3;
+  if (typeof k3 !== "number") return { ok: false, reason: "gate.maxMismatchKl is set but stats.json has no mismatch.k3 (run the trainer with --mismatch-stats)" };
+  if (!Number.isFinite(k3)) return { ok: false, reason: `mismatch.k3 is not finite (${k3})` };
+  return k3 > limit ? { ok: false, reason: `mismatch.k3 ${k3} exceeds gate.maxMismatchKl ${limit}` } : { ok: true };
 }
