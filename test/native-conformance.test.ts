@@ -42,6 +42,19 @@ describe.each(MODEL_NAMES)("native conformance - tiny model %s vs transformers (
     model = await Model.load(fx.modelDir(name), { device: "cpu", dtype: "float32", checkpointing: "off" });
   });
 
+  test("model.info reports config.json: sizes, layer kinds, vision token ids, patch and merge sizes", async () => {
+    const m = fx.manifest.models[name];
+    expect(model.info).toMatchObject({
+      hiddenSize: m.hiddenSize, numLayers: m.numLayers, vocabSize: m.vocabSize, layerTypes: m.layerTypes,
+      imageTokenId: m.image_token_id, videoTokenId: m.video_token_id, visionStartTokenId: m.vision_start_token_id,
+      visionEndTokenId: m.vision_end_token_id, vision: { patchSize: 16, temporalPatchSize: 2, mergeSize: 2 },
+      device: "cpu", dtype: "float32",
+    });
+    // Every module PEFT wraps with the seed's regex must be LoRA-capable in the module.
+    const peftModules = new Set((await fx.lora(name)).keys.map((k) => k.replace(/^base_model\.model\./, "").replace(/\.lora_[AB]\.weight$/, "")));
+    expect([...peftModules].filter((p) => !model.info.loraModules.includes(p)), "PEFT targets missing from info.loraModules").toEqual([]);
+  });
+
   test.each(BATCH_NAMES)("%s: image grids equal transformers' processor, pixel values within 1e-6 abs", async (b) => {
     const g = await golden(b);
     const patches = await nativePatches(fx.root, g.rows, await imageOptions(fx.modelDir(name)));

@@ -23,6 +23,7 @@ export interface ModelSummary {
   layerTypes: string[];
   vocabSize: number;
   image_token_id: number;
+  video_token_id: number;
   vision_start_token_id: number;
   vision_end_token_id: number;
   storage: { dtype: string; max_shard_size: string | null; mtp: boolean };
