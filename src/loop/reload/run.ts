@@ -1,0 +1,40 @@
+// The body of `rlloop reload`: configuration → reloader options, connect, run until a signal, stop cleanly.
+import { join } from "node:path";
+import { logger } from "../../log.js";
+import { loadConfig } from "../config.js";
+import type { ReloadFlags } from "../commands/reload.js";
+import { connectForCommand } from "../commands/connect.js";
+import { startReloader } from "./reloader.js";
+
+export async function runReload(flags: ReloadFlags): Promise<void> {
+  const config = loadConfig(flags.config === undefined ? {} : { file: flags.config });
+  const policy = flags.policy ?? config.policy.name;
+  const log = logger("reload", { policy });
+  const keep = flags.keep ?? config.offPolicy.maxStaleness + 1;
+  if (keep <= config.offPolicy.maxStaleness) {
+    // the daemon still accepts rollouts from those versions; workers asking vLLM for them would get 404s
+    log.warn({ keep, maxStaleness: config.offPolicy.maxStaleness }, "--keep is not above offPolicy.maxStaleness: in-flight rollouts may ask for an unloaded adapter");
+  }
+  const nats = await connectForCommand(config, "rlloop-reload", flags.nats);
+  const reloader = await startReloader(nats.nc, {
+    policy,
+    replicas: flags.vllm,
+    dir: flags.dir ?? join(config.workDir, "reloader"),
+    keep,
+    retry: { retries: flags.retries, minTimeoutMs: flags.retryMinMs, maxTimeoutMs: flags.retryMaxMs },
+    requestTimeoutMs: flags.timeout,
+    apiKey: process.env.VLLM_API_KEY || null,
+    pruneLocal: flags.prune,
+  }, log, { onOutcome: (o) => log.info({ round: o.round, adapter: o.name, loaded: o.results.filter((r) => r.ok).length, replicas: o.results.length }, "announcement handled") });
+  log.info({ replicas: flags.vllm, keep, nats: nats.url }, "reloader following adapter announcements");
+  const stop = () => void reloader.stop();
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  try {
+    await reloader.closed;
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    await nats.nc.drain().catch(() => {});
+  }
+}
