@@ -3,7 +3,7 @@
 // PEFT's log-probs; the seed's PPO and SFT objectives give PEFT's gradient for every LoRA tensor; an adapter saved
 // by the module loads in PEFT and means the same there; the optimizer step equals torch.optim.AdamW with
 // clip_grad_norm_. The Python references are scripts/reference/{lora_golden,peft_logprobs,adamw_golden}.py.
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -197,11 +197,13 @@ describe.each(MODEL_NAMES)("native LoRA - tiny model %s vs PEFT (fp32)", (name) 
       expectAllClose(`saved tensor ${key}`, floatTensor(written, key).data, t.data, t.shape, 0);
     }
 
+    // PEFT reads a content-addressed copy, so the reference is cached across runs (the scratch path is random).
     const weights = await readFile(join(dir, "adapter_model.safetensors"));
+    const stable = join(FIXTURE_ROOT, "inputs", `adapter-${sha256(Buffer.concat([weights, Buffer.from(JSON.stringify(config))])).slice(0, 16)}`);
+    await cp(dir, stable, { recursive: true });
     const reference = await pythonFixture({
       name: `peft-logprobs-${name}`, script: "peft_logprobs.py",
-      args: ["--model", fx.modelDir(name), "--adapter", dir, "--batch", fx.batchJsonPath(name, "rows"), "--root", fx.root],
-      key: [sha256(weights), sha256(JSON.stringify(config))],
+      args: ["--model", fx.modelDir(name), "--adapter", stable, "--batch", fx.batchJsonPath(name, "rows"), "--root", fx.root],
     });
     const loadedByPeft = JSON.parse(await readFile(join(reference, "adapter.json"), "utf8")) as { keys: string[] };
     expect(loadedByPeft.keys, "LoRA tensors PEFT created from the saved config").toEqual(lora.keys);
