@@ -114,7 +114,8 @@ describe.each(MODEL_NAMES)("native conformance - tiny model %s vs transformers (
         const kind = layer === 0 ? "embeddings" : layer === g.numLayers ? "final norm" :
           `after layer ${layer - 1} (${fx.manifest.models[name].layerTypes[layer - 1]})`;
         lines.push(`  hidden[${layer}] ${kind}, row ${r}: max ${d.maxAbs.toExponential(2)} at [token, channel] ` +
-          `[${d.at}] (actual ${d.actual}, expected ${d.expected}), ${d.over}/${d.count} over; |ref| ≤ ${d.refMaxAbs.toFixed(2)}`);
+          `[${d.at}] (actual ${d.actual}, expected ${d.expected}), ${d.over}/${d.count} over; |ref| ≤ ${d.refMaxAbs.toFixed(2)}` +
+          (d.maxAbs > ATOL ? "   <-- over" : ""));
       });
     });
     expect(worst, `hidden states vs transformers' output_hidden_states (tolerance ${ATOL}):\n${lines.join("\n")}`)

@@ -152,6 +152,23 @@ describe.each(MODEL_NAMES)("native LoRA - tiny model %s vs PEFT (fp32)", (name) 
     expectGradients("sft, two backwards accumulated", await model.gradients(adapter), lora, "sft", 2);
   });
 
+  test("ppo and sft backward with gradient checkpointing on: gradients within 1e-4 relative of PEFT's", async () => {
+    const recomputing = await Model.load(fx.modelDir(name), { device: "cpu", dtype: "float32", checkpointing: "on" });
+    const batch = await recomputing.prepare(await goldenRowInputs(fx, name, await fx.batch(name, lora.gradBatch)));
+    const p = lora.ppo;
+    await recomputing.loadAdapter("ppo", lora.adapterDir);
+    recomputing.setTrainable("ppo");
+    await recomputing.backward(batch, {
+      kind: "ppo", n: p.n, old: Float32Array.from(p.old), ref: Float32Array.from(p.ref), adv: Float32Array.from(p.adv),
+      weight: Float32Array.from(p.weight), clip: p.clip, beta: p.beta, scale: p.scale,
+    });
+    expectGradients("ppo, checkpointing on", await recomputing.gradients("ppo"), lora, "ppo");
+    await recomputing.loadAdapter("sft", lora.adapterDir);
+    recomputing.setTrainable("sft");
+    await recomputing.backward(batch, { kind: "sft", scale: lora.sft.scale });
+    expectGradients("sft, checkpointing on", await recomputing.gradients("sft"), lora, "sft");
+  });
+
   test("addAdapter: every regex target, A [r, in] within ±1/√in and not all zero, B [out, r] zero", async () => {
     const r = 8;
     model.addAdapter("fresh", { r, alpha: 16, targetModules: lora.targetModules, seed: 7 });
