@@ -120,8 +120,8 @@ describe("watch - against the daemon's service on a real nats-server", () => {
   let nc: NatsConnection;
   let service: Service;
   const summaries: RoundSummary[] = [
-    { round: 2, status: "published", rows: 64, rollouts: 16, sha256: "cd".repeat(32), stats: ppo({ rows: 64, train_s: 4 }) },
-    { round: 1, status: "rejected", rows: 64, rollouts: 16, sha256: "ef".repeat(32), stats: ppo({ clip_frac: 0.5 }) },
+    { round: 2, status: "committed:published", rows: 64, rollouts: 16, sha256: "cd".repeat(32), stats: ppo({ rows: 64, train_s: 4 }) },
+    { round: 1, status: "committed:rejected", rows: 64, rollouts: 16, sha256: "ef".repeat(32), stats: ppo({ clip_frac: 0.5 }) },
   ];
 
   beforeAll(async () => {

@@ -56,7 +56,7 @@ export function withNotice(state: WatchState, notice: string | null): WatchState
 export function withRoundSummaries(state: WatchState, summaries: RoundSummary[]): WatchState {
   let next = state;
   for (const s of summaries) {
-    next = upsertRound(next, s.round, (row) => ({ ...row, status: s.status, rows: s.rows, ...fromStats(s.stats) }));
+    next = upsertRound(next, s.round, (row) => ({ ...row, status: summaryStatus(s.status), rows: s.rows, ...fromStats(s.stats) }));
   }
   return next;
 }
@@ -101,6 +101,12 @@ export function withReload(state: WatchState, event: ReloadEvent): WatchState {
   };
   const others = state.replicas.filter((r) => r.replica !== event.replica);
   return { ...state, replicas: [...others, row].sort((a, b) => a.replica.localeCompare(b.replica)) };
+}
+
+/** The service says `committed:<outcome>` for a finished round; the outcome is the part worth a column. */
+function summaryStatus(status: string): string {
+  const [step, outcome] = status.split(":");
+  return step === "committed" && outcome ? outcome : status;
 }
 
 function upsertRound(state: WatchState, round: number, change: (row: RoundRow) => RoundRow): WatchState {
