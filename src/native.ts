@@ -1,7 +1,8 @@
 // The typed binding of the native module (native/build/Release/rlloop_native.node): the only file that loads it.
 // The contract is docs/native-api.md; the C++ side lives in native/src (binding.cpp is the glue this file calls).
 // Heavy calls return promises settled from each model's own worker thread; synchronous methods validate their
-// arguments and queue the change on that worker, so calls take effect in the order they were made.
+// arguments and queue the change on that worker, so calls take effect in the order they were made. Methods that
+// return a promise report every error, bad arguments included, as a rejection.
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -237,20 +238,20 @@ export class Model {
     return this.info.dtype;
   }
 
-  prepare(rows: RowInput[]): Promise<Batch> {
+  async prepare(rows: RowInput[]): Promise<Batch> {
     return this.native.prepare(rows);
   }
 
-  logprobs(batch: Batch, opts: { adapter: string | null }): Promise<LogprobsResult> {
+  async logprobs(batch: Batch, opts: { adapter: string | null }): Promise<LogprobsResult> {
     return this.native.logprobs(batch, opts.adapter);
   }
 
   /** Accumulates into the trainable adapter's .grad. */
-  backward(batch: Batch, objective: Objective): Promise<BackwardResult> {
+  async backward(batch: Batch, objective: Objective): Promise<BackwardResult> {
     return this.native.backward(batch, objective);
   }
 
-  inspect(batch: Batch, opts: { adapter: string | null }): Promise<InspectResult> {
+  async inspect(batch: Batch, opts: { adapter: string | null }): Promise<InspectResult> {
     return this.native.inspect(batch, opts.adapter);
   }
 
@@ -264,12 +265,12 @@ export class Model {
     this.native.removeAdapter(name);
   }
 
-  loadAdapter(name: string, dir: string): Promise<void> {
+  async loadAdapter(name: string, dir: string): Promise<void> {
     return this.native.loadAdapter(name, dir);
   }
 
   /** PEFT layout (adapter_config.json + adapter_model.safetensors), written atomically. */
-  saveAdapter(name: string, dir: string): Promise<void> {
+  async saveAdapter(name: string, dir: string): Promise<void> {
     return this.native.saveAdapter(name, dir);
   }
 
@@ -281,15 +282,15 @@ export class Model {
     return this.native.adapterNames();
   }
 
-  adapterTensors(name: string): Promise<NamedTensors> {
+  async adapterTensors(name: string): Promise<NamedTensors> {
     return this.native.adapterTensors(name);
   }
 
-  setAdapterTensors(name: string, tensors: NamedTensors): Promise<void> {
+  async setAdapterTensors(name: string, tensors: NamedTensors): Promise<void> {
     return this.native.setAdapterTensors(name, tensors);
   }
 
-  gradients(name: string): Promise<NamedTensors> {
+  async gradients(name: string): Promise<NamedTensors> {
     return this.native.gradients(name);
   }
 }
@@ -313,16 +314,16 @@ export class Optimizer {
   }
 
   /** all-reduce (mean) over the group if any, clip_grad_norm_, AdamW step, grads set to none. */
-  step(opts: { lr: number; maxGradNorm: number }): Promise<{ gradNorm: number }> {
+  async step(opts: { lr: number; maxGradNorm: number }): Promise<{ gradNorm: number }> {
     return this.native.step(opts);
   }
 
   /** optimizer.safetensors (exp_avg / exp_avg_sq per PEFT key) + optimizer.json sidecar. */
-  save(path: string): Promise<void> {
+  async save(path: string): Promise<void> {
     return this.native.save(path);
   }
 
-  load(path: string): Promise<void> {
+  async load(path: string): Promise<void> {
     return this.native.load(path);
   }
 }
@@ -352,15 +353,15 @@ export class ProcessGroup {
     return this.native.worldSize;
   }
 
-  allReduce(data: Float32Array, op: "sum" | "mean"): Promise<Float32Array> {
+  async allReduce(data: Float32Array, op: "sum" | "mean"): Promise<Float32Array> {
     return this.native.allReduce(data, op);
   }
 
-  barrier(): Promise<void> {
+  async barrier(): Promise<void> {
     return this.native.barrier();
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     return this.native.close();
   }
 }

@@ -32,9 +32,26 @@ void AdamW::ensure_state() {
   }
 }
 
-double AdamW::step(double lr, double max_grad_norm) {
+// DDP's rule: every rank applies the update of the averaged gradient.
+static void average_over_ranks(std::vector<at::Tensor>& params, const AdamW::Reducer& all_reduce_mean) {
+  std::vector<at::Tensor> flat_parts;
+  for (at::Tensor& p : params) {
+    if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+    flat_parts.push_back(p.grad().reshape({-1}));
+  }
+  at::Tensor flat = at::cat(flat_parts).contiguous();
+  all_reduce_mean(flat);
+  int64_t offset = 0;
+  for (at::Tensor& p : params) {
+    p.mutable_grad().copy_(flat.narrow(0, offset, p.numel()).view_as(p));
+    offset += p.numel();
+  }
+}
+
+double AdamW::step(double lr, double max_grad_norm, const Reducer& all_reduce_mean) {
   c10::NoGradGuard no_grad;
   ensure_state();
+  if (all_reduce_mean) average_over_ranks(params_, all_reduce_mean);
   std::vector<at::Tensor> params, grads, m, v;
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& g = params_[i].grad();

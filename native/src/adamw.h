@@ -5,6 +5,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,11 @@ class AdamW {
   // keys name the params (PEFT keys) for save/load; params are the live float32 masters.
   AdamW(std::vector<std::string> keys, std::vector<at::Tensor> params, AdamWOptions options);
 
-  // Clips (max_grad_norm > 0), steps with `lr`, sets grads to none. Returns the total grad norm before clipping.
-  double step(double lr, double max_grad_norm);
+  // Averages the gradients through `all_reduce_mean` when given (one call on all of them flattened, in key order;
+  // missing gradients count as zeros so every rank reduces the same layout), clips (max_grad_norm > 0), steps with
+  // `lr`, sets grads to none. Returns the total grad norm before clipping.
+  using Reducer = std::function<void(at::Tensor& flat)>;
+  double step(double lr, double max_grad_norm, const Reducer& all_reduce_mean = nullptr);
 
   // optimizer.safetensors: "<key>.exp_avg", "<key>.exp_avg_sq" (float32); sidecar JSON next to it
   // (<path minus .safetensors>.json): {step, lr, betas, eps, weight_decay, keys}.

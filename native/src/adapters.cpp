@@ -121,6 +121,13 @@ void AdapterSet::attach(const std::string& name, const LoraSpec& spec, const std
   records_[name] = std::move(rec);
 }
 
+void AdapterSet::remove(const std::string& name) {
+  const AdapterRecord& rec = record(name);
+  for (LoraLinear* l : rec.modules) l->adapters().erase(name);
+  if (trainable_ == name) trainable_.clear();
+  records_.erase(name);
+}
+
 const AdapterRecord& AdapterSet::record(const std::string& name) const {
   auto it = records_.find(name);
   RLLOOP_CHECK(it != records_.end(), NotFound, "no adapter named '" << name << "'");

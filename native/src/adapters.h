@@ -46,6 +46,9 @@ class AdapterSet {
   void attach(const std::string& name, const LoraSpec& spec, const std::map<std::string, at::Tensor>& tensors,
               const std::string& source, at::Device device);
 
+  // Detaches and frees the adapter (an optimizer still holding its tensors keeps only those alive).
+  void remove(const std::string& name);
+
   bool has(const std::string& name) const { return records_.count(name) > 0; }
   const AdapterRecord& record(const std::string& name) const;
   std::vector<std::string> names() const;

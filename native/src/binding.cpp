@@ -11,6 +11,7 @@
 #include <set>
 
 #include "check.h"
+#include "collectives.h"
 #include "image_preprocess.h"
 #include "js_async.h"
 #include "js_convert.h"
@@ -20,7 +21,7 @@ namespace rlloop {
 namespace {
 
 struct AddonData {
-  Napi::FunctionReference model_class, batch_class, optimizer_class;
+  Napi::FunctionReference model_class, batch_class, optimizer_class, group_class;
   int construction_token = 0;  // its address, passed as an External, marks constructions made by this file
 };
 
@@ -95,6 +96,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceMethod<&ModelWrap::Backward>("backward"),
                         InstanceMethod<&ModelWrap::Inspect>("inspect"),
                         InstanceMethod<&ModelWrap::AddAdapter>("addAdapter"),
+                        InstanceMethod<&ModelWrap::RemoveAdapter>("removeAdapter"),
                         InstanceMethod<&ModelWrap::LoadAdapter>("loadAdapter"),
                         InstanceMethod<&ModelWrap::SaveAdapter>("saveAdapter"),
                         InstanceMethod<&ModelWrap::SetTrainable>("setTrainable"),
@@ -347,6 +349,15 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     return env.Undefined();
   }
 
+  Napi::Value RemoveAdapter(const Napi::CallbackInfo& info) {
+    std::string name = known_adapter(info[0], "removeAdapter: name");
+    names.erase(name);
+    if (trainable == name) trainable.clear();
+    auto s = session;
+    runner->post("removeAdapter('" + name + "')", [s, name] { s->adapters().remove(name); });
+    return info.Env().Undefined();
+  }
+
   Napi::Value LoadAdapter(const Napi::CallbackInfo& info) {
     std::string name = new_adapter_name(info[0], "loadAdapter: name");
     std::string dir = require_string(info[1], "loadAdapter: dir");
@@ -423,8 +434,92 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// new NativeOptimizer(model, adapter, lr, beta1, beta2, eps, weightDecay). AdamW is built on the worker at first use
-// from the adapter's live tensors.
+// initProcessGroup(backend, rank, worldSize, masterAddr, masterPort, device, timeoutS): Promise<NativeProcessGroup>.
+// The group has its own worker (rendezvous and its collectives block); optimizers call into it from model workers.
+class GroupWrap : public Napi::ObjectWrap<GroupWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "NativeProcessGroup",
+                       {InstanceAccessor<&GroupWrap::Rank>("rank"), InstanceAccessor<&GroupWrap::WorldSize>("worldSize"),
+                        InstanceMethod<&GroupWrap::AllReduce>("allReduce"), InstanceMethod<&GroupWrap::Barrier>("barrier"),
+                        InstanceMethod<&GroupWrap::Close>("close")});
+  }
+
+  explicit GroupWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GroupWrap>(info) {
+    require_internal(info, "NativeProcessGroup", "ProcessGroup.init()");
+    runner = std::make_unique<AsyncRunner>(info.Env());
+  }
+
+  static Napi::Value Init(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    GroupOptions o;
+    o.backend = require_string(info[0], "ProcessGroup.init: backend");
+    o.rank = static_cast<int>(require_integer(info[1], "ProcessGroup.init: rank"));
+    o.world_size = static_cast<int>(require_integer(info[2], "ProcessGroup.init: worldSize"));
+    o.master_addr = require_string(info[3], "ProcessGroup.init: masterAddr");
+    o.master_port = static_cast<int>(require_integer(info[4], "ProcessGroup.init: masterPort"));
+    o.device = require_string(info[5], "ProcessGroup.init: device");
+    o.timeout_s = require_number(info[6], "ProcessGroup.init: timeoutS");
+    Napi::Object object = addon(env).group_class.New({internal_token(env)});
+    GroupWrap* wrap = Unwrap(object);
+    wrap->options = o;
+    return wrap->runner->run(env, "ProcessGroup.init(rank " + std::to_string(o.rank) + ")", object, [wrap, o]() -> JsResult {
+      auto group = std::make_shared<ProcessGroup>(o);
+      return [wrap, group](Napi::Env) -> Napi::Value {
+        wrap->group = group;
+        return wrap->Value();
+      };
+    });
+  }
+
+  std::unique_ptr<AsyncRunner> runner;
+  std::shared_ptr<ProcessGroup> group;
+  GroupOptions options;
+
+ private:
+  Napi::Value Rank(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), options.rank); }
+  Napi::Value WorldSize(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), options.world_size); }
+
+  Napi::Value AllReduce(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+      throw_type_error(env, "allReduce: data", "a Float32Array", info[0]);
+    const int64_t n = static_cast<int64_t>(info[0].As<Napi::Float32Array>().ElementLength());
+    at::Tensor data = tensor_from_float32(info[0], {n}, "allReduce: data");
+    const std::string op_name = require_string(info[1], "allReduce: op");
+    if (op_name != "sum" && op_name != "mean") throw_type_error(env, "allReduce: op", "\"sum\" or \"mean\"", info[1]);
+    const ReduceOp op = op_name == "sum" ? ReduceOp::Sum : ReduceOp::Mean;
+    auto g = group;
+    const bool cuda = options.device != "cpu";
+    const std::string device = options.device;
+    return runner->run(env, "allReduce", Value(), [g, data, op, cuda, device]() mutable -> JsResult {
+      if (cuda) data = data.to(at::Device(device));
+      g->all_reduce(data, op);
+      at::Tensor out = data.cpu();
+      return [out](Napi::Env env) -> Napi::Value { return to_float32_array(env, out); };
+    });
+  }
+
+  Napi::Value Barrier(const Napi::CallbackInfo& info) {
+    auto g = group;
+    return runner->run(info.Env(), "barrier", Value(), [g]() -> JsResult {
+      g->barrier();
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    auto g = group;
+    return runner->run(info.Env(), "close", Value(), [g]() -> JsResult {
+      g->close();
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// new NativeOptimizer(model, adapter, lr, beta1, beta2, eps, weightDecay, group | null). AdamW is built on the worker
+// at first use from the adapter's live tensors; with a group, step() averages the gradients over the ranks first.
 class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -449,6 +544,12 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     o.beta2 = require_number(info[4], "Optimizer: opts.betas[1]");
     o.eps = require_number(info[5], "Optimizer: opts.eps");
     o.weight_decay = require_number(info[6], "Optimizer: opts.weightDecay");
+    if (!is_missing(info[7])) {
+      if (!info[7].IsObject() || !info[7].As<Napi::Object>().InstanceOf(addon(env).group_class.Value()))
+        throw_type_error(env, "Optimizer: opts.group", "a ProcessGroup", info[7]);
+      group_ref_ = Napi::Persistent(info[7].As<Napi::Object>());
+      state_->group = GroupWrap::Unwrap(info[7].As<Napi::Object>())->group;
+    }
   }
 
  private:
@@ -456,6 +557,12 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     std::string adapter;
     AdamWOptions options;
     std::unique_ptr<AdamW> adamw;
+    std::shared_ptr<ProcessGroup> group;
+    AdamW::Reducer reducer() {
+      if (!group) return nullptr;
+      auto g = group;
+      return [g](at::Tensor& flat) { g->all_reduce(flat, ReduceOp::Mean); };
+    }
     AdamW& get(ModelSession& s) {
       if (!adamw) {
         std::vector<std::string> keys;
@@ -466,6 +573,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     }
   };
   Napi::ObjectReference model_ref_;  // keeps the model (and its worker) alive as long as this optimizer
+  Napi::ObjectReference group_ref_;
   ModelWrap* model_ = nullptr;
   std::shared_ptr<State> state_;
 
@@ -476,7 +584,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     auto s = model_->session;
     auto state = state_;
     return model_->runner->run(info.Env(), "optimizer.step", Value(), [s, state, lr, max_norm]() -> JsResult {
-      const double norm = state->get(*s).step(lr, max_norm);
+      const double norm = state->get(*s).step(lr, max_norm, state->reducer());
       return [norm](Napi::Env env) -> Napi::Value {
         Napi::Object r = Napi::Object::New(env);
         r.Set("gradNorm", Napi::Number::New(env, norm));
@@ -549,6 +657,10 @@ Napi::Value PreprocessImage(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value InitProcessGroup(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), "ProcessGroup.init", [&] { return GroupWrap::Init(info); });
+}
+
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), "Model.load", [&] { return ModelWrap::Load(info); });
 }
@@ -564,13 +676,17 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Napi::Function model_class = ModelWrap::Define(env);
   Napi::Function batch_class = BatchWrap::Define(env);
   Napi::Function optimizer_class = OptimizerWrap::Define(env);
+  Napi::Function group_class = GroupWrap::Define(env);
   data->model_class = Napi::Persistent(model_class);
   data->batch_class = Napi::Persistent(batch_class);
   data->optimizer_class = Napi::Persistent(optimizer_class);
+  data->group_class = Napi::Persistent(group_class);
   exports.Set("NativeModel", model_class);
   exports.Set("NativeBatch", batch_class);
   exports.Set("NativeOptimizer", optimizer_class);
+  exports.Set("NativeProcessGroup", group_class);
   exports.Set("loadModel", Napi::Function::New(env, LoadModel, "loadModel"));
+  exports.Set("initProcessGroup", Napi::Function::New(env, InitProcessGroup, "initProcessGroup"));
   exports.Set("preprocessImage", Napi::Function::New(env, PreprocessImage, "preprocessImage"));
   return exports;
 }
