@@ -1,7 +1,7 @@
 """Synthetic decision rows at the benchmark's real sizes: a 640x480 camera frame (300 image tokens after
 smart_resize) and a ~95-token prompt, chat-template framing ids of Qwen3.5 (qwen35.md §9), a 6-digit code.
-No tokenizer is needed: ids are drawn directly. Writes DIR/frames/*.png and DIR/rows.json
-([{image, inputIds, scoreStart, scoreCount}]).
+No tokenizer is needed: ids are drawn directly. Writes DIR/frames/*.png (+ raw .rgb) and DIR/rows.json
+([{image, width, height, inputIds, scoreStart, scoreCount}]).
 Usage: python3 make_rows.py DIR --rows 256 [--prompt 95] [--code 6] [--seed 0]
 """
 import argparse
@@ -44,12 +44,15 @@ def main():
     rows = []
     for i in range(args.rows):
         path = args.dir / "frames" / f"{i:05d}.png"
-        frame(rng, args.width, args.height).save(path)
+        image = frame(rng, args.width, args.height)
+        image.save(path)
+        # Raw RGB beside the PNG: the GPU machine has no sharp; the native side reads these bytes directly.
+        path.with_suffix(".rgb").write_bytes(image.tobytes())
         prompt = rng.integers(1000, 240000, args.prompt - int(rng.integers(0, 8))).tolist()
         code = (DIGIT0 + rng.integers(0, 10, args.code)).tolist()
         ids = ([IM_START, USER, NL, VISION_START] + [IMAGE_PAD] * image_tokens + [VISION_END] + prompt
                + [IM_END, NL, IM_START, ASSISTANT, NL, THINK, NLNL, THINK_END, NLNL] + code + [IM_END])
-        rows.append({"image": str(path.resolve()), "inputIds": ids, "scoreStart": len(ids) - args.code - 1,
+        rows.append({"image": str(path.resolve()), "width": args.width, "height": args.height, "inputIds": ids, "scoreStart": len(ids) - args.code - 1,
                      "scoreCount": args.code + 1})
     (args.dir / "rows.json").write_text(json.dumps(rows))
     print(json.dumps({"rows": len(rows), "tokens_mean": float(np.mean([len(r["inputIds"]) for r in rows]))}))
