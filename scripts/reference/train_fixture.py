@@ -2,7 +2,9 @@
 (make_tokenizer.py; the config's token ids pointed at its special tokens), test PNGs (test_images.py), two random
 LoRA adapters in PEFT layout (policy start and reference; A and B both non-zero so every tensor gets a gradient),
 and rows: sft.jsonl, valid.jsonl, ppo.jsonl (absolute image paths, code length 3).
-Usage: python train_fixture.py CHAT_TEMPLATE OUT_DIR
+The fixture is built in a temporary folder and then renamed (the tests' cache), so the rows name their images under
+FINAL_DIR, the folder the fixture will have once renamed (default: OUT_DIR).
+Usage: python train_fixture.py CHAT_TEMPLATE OUT_DIR [FINAL_DIR]
 """
 import json
 import random
@@ -43,7 +45,7 @@ def rows(images: dict, count: int, seed: int, ppo: bool) -> list:
     rng = random.Random(seed)
     out = []
     for i in range(count):
-        row = {"image": str(images[f"img{i % len(images)}"].resolve()), "name": NAMES[(i * 3 + seed) % len(NAMES)],
+        row = {"image": str(images[f"img{i % len(images)}"]), "name": NAMES[(i * 3 + seed) % len(NAMES)],
                "code": "".join(str(rng.randint(0, 9)) for _ in range(3))}
         if i % 2 == 1:
             row["memory"] = ["".join(rng.choice("01") for _ in range(4)), rng.choice("01")]
@@ -56,9 +58,10 @@ def rows(images: dict, count: int, seed: int, ppo: bool) -> list:
 
 def main():
     template, out = Path(sys.argv[1]), Path(sys.argv[2])
+    final = Path(sys.argv[3]) if len(sys.argv) > 3 else out
     reference_torch()
     write_model(out / "model", template)
-    images = write_test_images(out / "images")
+    images = {name: final.resolve() / "images" / path.name for name, path in write_test_images(out / "images").items()}
     write_adapter(out / "model", out / "adapter", seed=1)
     write_adapter(out / "model", out / "ref", seed=2)
     for name, count, seed, ppo in (("sft", 8, 3, False), ("valid", 5, 4, False), ("ppo", 8, 5, True)):

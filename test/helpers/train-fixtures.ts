@@ -28,14 +28,17 @@ export function cacheKey(files: string[], extra: string[] = []): string {
   return hash.digest("hex").slice(0, 16);
 }
 
-/** A cached folder: built into a temporary name by `build`, then renamed, so a killed run leaves no half entry. */
-export async function cachedDir(name: string, key: string, build: (dir: string) => Promise<void>): Promise<string> {
+/**
+ * A cached folder: built into a temporary name by `build`, then renamed, so a killed run leaves no half entry.
+ * `build` also gets the folder's final name, for files that must name paths inside it.
+ */
+export async function cachedDir(name: string, key: string, build: (dir: string, final: string) => Promise<void>): Promise<string> {
   const dir = join(tmpdir(), "rlloop-test-cache", `${name}-${key}`);
   if (existsSync(dir)) return dir;
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
-  await build(tmp);
+  await build(tmp, dir);
   await rename(tmp, dir).catch(async (err) => {
     if (!existsSync(dir)) throw err; // another worker won the race: its copy is as good
     await rm(tmp, { recursive: true, force: true });

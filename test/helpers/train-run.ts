@@ -13,8 +13,8 @@ export const PROMPT = "Target: {{ name }}\n{% if memory %}Memory: {{ memory[0] }
 
 export async function trainFixture(): Promise<string> {
   const scripts = ["train_fixture.py", "tiny_model.py", "make_tokenizer.py", "qwen_tokenizer_parts.py", "lora_golden.py", "test_images.py", "common.py"];
-  return cachedDir("train-fixture", cacheKey([...scripts.map((s) => join(REFERENCE, s)), CHAT_TEMPLATE]), async (dir) => {
-    await runPython("train_fixture.py", [CHAT_TEMPLATE, dir]);
+  return cachedDir("train-fixture", cacheKey([...scripts.map((s) => join(REFERENCE, s)), CHAT_TEMPLATE]), async (dir, final) => {
+    await runPython("train_fixture.py", [CHAT_TEMPLATE, dir, final]);
     await writeFile(join(dir, "prompt.jinja"), PROMPT);
   });
 }
