@@ -240,7 +240,7 @@ at::Tensor VisionTower::forward(const at::Tensor& pixel_values, const std::vecto
   if (grids.empty() && (!pixel_values.defined() || pixel_values.numel() == 0))  // a text-only batch
     return at::empty({0, config_.out_hidden_size}, at::TensorOptions().dtype(dtype_).device(device_));
   check_inputs(pixel_values, grids);
-  at::NoGradGuard frozen;  // the tower is never trained; keep no graph alive
+  c10::NoGradGuard frozen;  // the tower is never trained; keep no graph alive
 
   std::vector<int64_t> segment_lengths;  // one per frame (§7.5: no attention across images or frames)
   for (const Grid& g : grids)
