@@ -203,6 +203,7 @@ Qwen35Config Qwen35Config::parse(const std::string& json_text, const std::string
 }
 
 Qwen35Config Qwen35Config::load(const std::string& dir) {
+  RLLOOP_CHECK(is_directory(dir), NotFound, "model directory not found: '" << dir << "'");
   std::string path = dir + "/config.json";
   return parse(read_text_file(path), path);
 }
