@@ -17,7 +17,8 @@ at::Device parse_device(const std::string& text) {
   const int count = at::detail::getCUDAHooks().deviceCount();
   RLLOOP_CHECK(index < count, NotFound,
                "device " << text << " is not available (" << count << " CUDA device(s) visible"
-                         << (count == 0 ? "; was the native module built with CUDA?" : "") << ")");
+                         << (count == 0 ? "; a CPU-only build sees none: rebuild with npm run build:native on the GPU machine" : "")
+                         << ")");
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
