@@ -1,8 +1,10 @@
 // Admission of one rollouts message into the open round (DESIGN.md data flow steps 1-2): route redeliveries
-// (already applied → ack, resolved by rejection → term, reserved by the training round or already buffered →
-// hold the new handle), then validate, check the serving adapter and the id, materialise the frames into
-// incoming/, buffer and hold. A bad event is recorded on rlloop.<policy>.rejected and terminated; an internal
-// failure (disk, object store unreachable) naks the message for a later retry. Never throws.
+// (already applied → ack, resolved by rejection → term, being judged, reserved by the training round or already
+// buffered → hold the new handle), then validate, check the serving adapter and the id, materialise the frames
+// into incoming/ and buffer. The message is held (kept alive) from the moment it is judged, so a slow judgement
+// (a rejection waiting for JetStream through an outage) is not redelivered meanwhile. A bad event is recorded on
+// rlloop.<policy>.rejected and terminated; an internal failure (disk, object store unreachable) naks the message
+// for a later retry. Never throws.
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
@@ -17,7 +19,8 @@ import { pausePoint } from "./test-hooks.js";
 import { idOf, parseRollout } from "./validate.js";
 
 export class Admission {
-  readonly #inflightIds = new Set<string>();
+  /** rollout id → stream sequence of messages being judged */
+  readonly #inflightIds = new Map<string, number>();
   readonly #limits: FrameLimits;
   readonly #incoming: string;
 
@@ -28,13 +31,14 @@ export class Admission {
   }
 
   async admit(msg: JsMsg): Promise<void> {
+    if (this.#routeRedelivery(msg)) return;
+    this.ctx.held.hold(msg);
     try {
-      if (this.#routeRedelivery(msg)) return;
       await this.#judge(msg);
     } catch (err) {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
       this.ctx.log.error({ err, seq: msg.seq }, "cannot admit rollout now; will be redelivered");
-      msg.nak(5000);
+      this.ctx.held.nak([msg.seq], 5000);
     }
   }
 
@@ -50,7 +54,8 @@ export class Admission {
       msg.term();
       return true;
     }
-    if (ctx.reserved.has(seq) || ctx.buffer.has(seq)) {
+    // in the training round, in the open round, or being judged right now: keep the newest handle
+    if (ctx.reserved.has(seq) || ctx.buffer.has(seq) || ctx.held.has(seq)) {
       ctx.held.hold(msg);
       return true;
     }
@@ -62,12 +67,11 @@ export class Admission {
     const rollout = parseRollout(msg.data, { policy: ctx.policy, codeLength: ctx.config.policy.codeLength, maxSteps: ctx.config.policy.maxSteps });
     checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
     this.#checkDuplicate(rollout.id, msg.seq);
-    this.#inflightIds.add(rollout.id);
+    this.#inflightIds.set(rollout.id, msg.seq);
     try {
       await this.#materialise(rollout, msg.seq);
-      if (ctx.stopping) return msg.nak();
+      if (ctx.stopping) return ctx.held.nak([msg.seq]);
       ctx.buffer.add({ seq: msg.seq, id: rollout.id, group: rollout.group, rows: rollout.steps.length, rollout }, Date.now());
-      ctx.held.hold(msg);
       ctx.metrics.accepted.inc();
       ctx.metrics.acceptedRows.inc(rollout.steps.length);
       ctx.tally.acceptedRows += rollout.steps.length;
@@ -80,7 +84,8 @@ export class Admission {
   #checkDuplicate(id: string, seq: number) {
     const { ctx } = this;
     const reservedId = [...ctx.reserved.values()].includes(id);
-    if (ctx.applied.hasId(id) || reservedId || ctx.buffer.hasId(id) || this.#inflightIds.has(id)) {
+    const inflight = this.#inflightIds.get(id);
+    if (ctx.applied.hasId(id) || reservedId || ctx.buffer.hasId(id) || (inflight !== undefined && inflight !== seq)) {
       throw new RolloutRejectedError("duplicate_id", `rollout id ${JSON.stringify(id)} (seq ${seq}) was already consumed under another stream sequence`);
     }
   }
@@ -106,14 +111,13 @@ export class Admission {
     } catch (err) {
       // not recorded: leave the message to be redelivered and judged again
       ctx.log.warn({ err, seq: msg.seq, reason }, "rejection not recorded; will retry on redelivery");
-      msg.nak(2000);
+      ctx.held.nak([msg.seq], 2000);
       return;
     }
     ctx.rejectedSeqs.add(msg.seq);
     ctx.metrics.rejected.inc({ reason });
     ctx.tally.rejected++;
     ctx.log.info({ seq: msg.seq, reason, message }, "rollout rejected");
-    // no reason argument: nats-server 2.9 does not parse "+TERM <reason>" and would redeliver forever
-    msg.term();
+    ctx.held.term([msg.seq]);
   }
 }

@@ -3,7 +3,7 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import type { Logger } from "pino";
-import { msgIds, subjects, type RolloutRejected, type RoundEvent, type StatsEvent } from "./schema.js";
+import { msgIds, statsReplacer, subjects, type RolloutRejected, type RoundEvent, type StatsEvent } from "./schema.js";
 
 type Without<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 export type RoundEventInput = Without<RoundEvent, "policy" | "at">;
@@ -21,14 +21,19 @@ export class EventPublisher {
     await this.js.publish(this.subjects.rejected, JSON.stringify(full), { msgID: msgIds.rejected(this.policy, event.seq) });
   }
 
-  /** Lifecycle events are informational: a failure is logged, never fatal. */
+  /** Lifecycle events are informational: two short tries (a server that just restarted may not answer the
+   *  first), then a logged warning — a round never waits long for its own announcement. */
   async round(event: RoundEventInput): Promise<void> {
     const full = { ...event, policy: this.policy, at: new Date().toISOString() } as RoundEvent;
     const suffix = full.type === "round.training" ? `${full.type}.${full.attempt}` : full.type;
-    try {
-      await this.js.publish(this.subjects.rounds, JSON.stringify(full), { msgID: msgIds.round(this.policy, full.round, suffix) });
-    } catch (err) {
-      this.log.warn({ err, event: full.type, round: full.round }, "round event not published");
+    const data = JSON.stringify(full, statsReplacer);
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      try {
+        await this.js.publish(this.subjects.rounds, data, { msgID: msgIds.round(this.policy, full.round, suffix), timeout: 2000 });
+        return;
+      } catch (err) {
+        if (attempt === 2) this.log.warn({ err, event: full.type, round: full.round }, "round event not published");
+      }
     }
   }
 

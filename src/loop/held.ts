@@ -54,10 +54,10 @@ export class HeldMessages {
     }
   }
 
-  /** Ask for immediate redelivery (graceful shutdown of an open round). */
-  nak(seqs: readonly number[]): void {
+  /** Ask for redelivery, immediately or after `delayMs` (graceful shutdown, a transient failure). */
+  nak(seqs: readonly number[], delayMs?: number): void {
     for (const seq of seqs) {
-      this.#msgs.get(seq)?.nak();
+      this.#msgs.get(seq)?.nak(delayMs);
       this.#msgs.delete(seq);
     }
   }

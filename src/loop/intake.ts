@@ -76,7 +76,8 @@ export class Intake {
     }
   }
 
-  /** A deleted consumer is re-created; the consume loop then recovers on its own. */
+  /** A deleted consumer is re-created, then this consume is closed so messages() opens a fresh one at once
+   *  (the old one would only notice after its pull expired, ~30 s). */
   async #watch(messages: ConsumerMessages) {
     for await (const status of messages.status()) {
       if (this.#stopped) return;
@@ -84,6 +85,8 @@ export class Intake {
         this.log.warn({ status: status.type }, "consumer gone; re-creating");
         try {
           await this.ensureConsumer();
+          await messages.close();
+          return;
         } catch (err) {
           this.log.warn({ err }, "consumer re-creation failed; retrying on the next notification");
         }

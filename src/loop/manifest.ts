@@ -5,7 +5,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { writeFileAtomic } from "./files.js";
-import { PpoStats } from "./schema.js";
+import { PpoStats, statsReplacer } from "./schema.js";
 
 export const MANIFEST_FILE = "manifest.json";
 
@@ -53,7 +53,7 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
 }
 
 export async function writeManifest(dir: string, manifest: Manifest): Promise<void> {
-  await writeFileAtomic(join(dir, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+  await writeFileAtomic(join(dir, MANIFEST_FILE), `${JSON.stringify(manifest, statsReplacer, 2)}\n`);
 }
 
 /** A new manifest object with `patch` applied and updatedAt set; the input is not modified. */

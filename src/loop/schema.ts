@@ -176,15 +176,21 @@ export type RolloutRejected = z.infer<typeof RolloutRejected>;
 // Trainer statistics (the seed's stats.json). Numbers may be NaN/Infinity: the gate must see them.
 
 const anyNumber = z.custom<number>((v) => typeof v === "number", { error: "must be a number" });
+/** In JSON, non-finite statistics travel as the strings "NaN", "Infinity", "-Infinity" (see statsReplacer). */
+const statNumber = z.union([anyNumber, z.enum(["NaN", "Infinity", "-Infinity"]).transform(Number)]);
+
+/** JSON.stringify replacer keeping non-finite numbers readable (JSON itself would write null). */
+export const statsReplacer = (_key: string, value: unknown): unknown =>
+  typeof value === "number" && !Number.isFinite(value) ? String(value) : value;
 
 export const PpoStats = z.object({
-  pg_loss: anyNumber,
-  kl: anyNumber,
-  clip_frac: anyNumber,
-  logp_gap: anyNumber,
-  logp_gap_abs: anyNumber,
-  rows: anyNumber,
-  train_s: anyNumber,
+  pg_loss: statNumber,
+  kl: statNumber,
+  clip_frac: statNumber,
+  logp_gap: statNumber,
+  logp_gap_abs: statNumber,
+  rows: statNumber,
+  train_s: statNumber,
 }).loose();
 export type PpoStats = z.infer<typeof PpoStats>;
 

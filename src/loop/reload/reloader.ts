@@ -84,8 +84,12 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
         continue;
       }
       lastRound = parsed.data.round;
-      const outcome = await handleAnnouncement(parsed.data);
-      hooks.onOutcome?.(outcome);
+      try {
+        hooks.onOutcome?.(await handleAnnouncement(parsed.data));
+      } catch (err) {
+        // handleAnnouncement turns every expected failure into events; this is the unexpected rest (a full disk)
+        log.error({ err, round: parsed.data.round }, "announcement handling failed; following the next ones");
+      }
     }
   })();
 
@@ -114,8 +118,7 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   }
 
   async function fetchWithRetry(a: AdapterPublished): Promise<string> {
-    const store = await new Objm(js).open(ADAPTER_BUCKET);
-    return pRetry(() => fetchAdapter(store, a, opts.dir), {
+    return pRetry(async () => fetchAdapter(await new Objm(js).open(ADAPTER_BUCKET), a, opts.dir), {
       retries: opts.retry.retries, minTimeout: opts.retry.minTimeoutMs, maxTimeout: opts.retry.maxTimeoutMs,
       signal: aborter.signal,
       // a hash mismatch or a missing object will not fix itself; a NATS timeout may

@@ -1,0 +1,120 @@
+// Faults the daemon survives: a nats-server restart during intake, its consumer deleted by an operator, a
+// trainer that keeps failing (round failed, rollouts rejected, loop continues), an adapter the gate refuses (NaN
+// statistics: round committed as rejected, rollouts acked, parent adapter kept).
+import { afterEach, describe, expect, it } from "vitest";
+import { parseConfig, type ConfigInput } from "../src/loop/config.js";
+import { Daemon } from "../src/loop/daemon.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { roundDir } from "../src/loop/paths.js";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/loop/schema.js";
+import { StateStore } from "../src/loop/state.js";
+import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+
+describe("loop - faults", () => {
+  let env: LoopEnv | null = null;
+  let daemon: Daemon | null = null;
+
+  afterEach(async () => {
+    await daemon?.stop();
+    await env?.close();
+    daemon = null;
+    env = null;
+  });
+
+  async function start(overrides: ConfigInput = {}) {
+    env = await startLoopEnv();
+    daemon = new Daemon({ config: parseConfig(env.config(overrides)) });
+    await daemon.start();
+    return env;
+  }
+
+  async function settled(e: LoopEnv, ids: string[]) {
+    return waitFor("every rollout accounted for", async () => {
+      // null while the daemon has not re-created a deleted consumer yet
+      const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
+      if (!info || info.num_ack_pending > 0 || info.num_pending > 0) return null;
+      const acc = await accounting(e);
+      return misaccounted(acc, ids).length === 0 ? acc : null;
+    });
+  }
+
+  /** Publish, retrying through a server outage (the publisher's job, as a rollout worker would). */
+  async function publishPatiently(e: LoopEnv, rollouts: RolloutCompletedInput[]) {
+    for (const r of rollouts) {
+      await waitFor(`publish ${r.id}`, async () => {
+        try {
+          await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(r), { msgID: r.id, timeout: 2000 });
+          return true;
+        } catch {
+          return null;
+        }
+      });
+    }
+  }
+
+  it("faults - a nats-server restart during intake loses nothing", async () => {
+    const e = await start({ round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 10 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "warn") as "warn" } });
+    const rollouts = await Promise.all(Array.from({ length: 16 }, (_, i) => makeRollout("restart", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts.slice(0, 6));
+    await waitFor("intake started", () => (daemon!.snapshot().bufferedRollouts > 0 || daemon!.snapshot().round > 0 ? true : null));
+    await e.server.restart();
+    await publishPatiently(e, rollouts.slice(6));
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect([...acc.rejections]).toEqual([]);
+    const rounds = [...new Set([...acc.rounds.values()].flat())].sort((a, b) => a - b);
+    const adapters = await waitFor("all announced", async () => {
+      const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+      return list.length === rounds.length ? list : null;
+    });
+    expect(adapters.map((a) => a.round)).toEqual(rounds);
+  });
+
+  it("faults - a deleted consumer is re-created and intake continues", async () => {
+    const e = await start({ log: { level: (process.env.TEST_LOG_LEVEL ?? "warn") as "warn" } });
+    const first = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("del-a", i, { steps: 2 })));
+    await publishRollouts(e.js, first);
+    await waitFor("round 1", async () => (await eventsOn(e.jsm, subjects(POLICY).adapters)).length === 1);
+    // nats-server 2.9 sometimes answers a delete of an active consumer with "directory not empty": ask again
+    await waitFor("consumer deleted", () => e.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null));
+    const second = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("del-b", i, { steps: 2, adapterRound: 1 })));
+    await publishRollouts(e.js, second);
+    const acc = await settled(e, [...first, ...second].map((r) => r.id));
+    expect(acc.rejections.size).toBe(0);
+    expect(second.map((r) => acc.rounds.get(r.id))).toEqual([[2], [2], [2], [2]]);
+  });
+
+  it("faults - a round whose training fails maxAttempts times is failed, its rollouts rejected, the loop continues", async () => {
+    const e = await start({ trainer: { env: { FAKE_TRAINER_FAIL_ROUNDS: "000001" }, maxAttempts: 2 } });
+    const bad = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("fail-a", i, { steps: 2 })));
+    await publishRollouts(e.js, bad);
+    await waitFor("round 1 failed", async () => (await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome === "failed");
+    const good = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("fail-b", i, { steps: 2 })));
+    await publishRollouts(e.js, good);
+    const acc = await settled(e, [...bad, ...good].map((r) => r.id));
+    expect(bad.map((r) => acc.rejections.get(r.id))).toEqual(bad.map(() => ["round_failed"]));
+    expect(acc.failedRounds).toEqual([1]);
+    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
+    expect(manifest?.attempts).toBe(2);
+    const adapters = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+    expect(adapters.map((a) => a.round)).toEqual([2]);
+    const rounds = await eventsOn<{ type: string; round: number }>(e.jsm, subjects(POLICY).rounds);
+    expect(rounds.filter((r) => r.type === "round.failed").map((r) => r.round)).toEqual([1]);
+  });
+
+  it("faults - the gate refuses NaN statistics: round committed as rejected, rollouts acked, parent kept", async () => {
+    const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_ROUNDS: "000001" } } });
+    const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("gate", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
+    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
+    expect(manifest?.outcome).toBe("rejected");
+    expect(manifest?.reason).toContain("pg_loss is not finite");
+    const state = await (await StateStore.open(e.nc, POLICY, 1)).read();
+    expect(state?.record.round).toBe(1);
+    expect(state?.record.adapter.round).toBe(0);
+    expect(await eventsOn(e.jsm, subjects(POLICY).adapters)).toEqual([]);
+    const rejected = (await eventsOn<{ type: string; reason: string }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.rejected");
+    expect(rejected).toHaveLength(1);
+  });
+});
