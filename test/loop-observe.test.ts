@@ -1,0 +1,99 @@
+// Observability: the `rlloop` micro service (PING/INFO/STATS, status and rounds endpoints), periodic stats
+// events, Prometheus /metrics and /healthz, `rlloop status`; and a daemon with no nats.url running its own
+// nats-server, stopped gracefully by SIGTERM.
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { Svcm } from "@nats-io/services";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseConfig } from "../src/loop/config.js";
+import { Daemon } from "../src/loop/daemon.js";
+import { SERVICE_NAME, StatsEvent, RoundSummary, subjects } from "../src/loop/schema.js";
+import { POLICY, REPO, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+
+const run = promisify(execFile);
+
+describe("loop - observability", () => {
+  let env: LoopEnv;
+  let daemon: Daemon;
+
+  beforeAll(async () => {
+    env = await startLoopEnv();
+    daemon = new Daemon({ config: parseConfig(env.config()) });
+    await daemon.start();
+    await publishRollouts(env.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("obs", i, { steps: 2 }))));
+    await waitFor("round 1 published", async () => (await eventsOn(env.jsm, subjects(POLICY).adapters)).length === 1);
+  });
+
+  afterAll(async () => {
+    await daemon?.stop();
+    await env?.close();
+  });
+
+  it("observe - the micro service answers PING, INFO, STATS, status and rounds", async () => {
+    const client = new Svcm(env.nc as unknown as ConstructorParameters<typeof Svcm>[0]).client();
+    const pings = [];
+    for await (const p of await client.ping(SERVICE_NAME)) pings.push(p);
+    expect(pings.map((p) => p.metadata?.policy)).toEqual([POLICY]);
+    const infos = [];
+    for await (const i of await client.info(SERVICE_NAME)) infos.push(i);
+    expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual([subjects(POLICY).roundsQuery, subjects(POLICY).status].sort());
+    const stats = [];
+    for await (const s of await client.stats(SERVICE_NAME)) stats.push(s);
+    expect(stats).toHaveLength(1);
+
+    const status = StatsEvent.parse((await env.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json());
+    expect(status.round).toBe(1);
+    expect(status.last?.outcome).toBe("published");
+    const rounds = RoundSummary.array().parse((await env.nc.request(subjects(POLICY).roundsQuery, JSON.stringify({ limit: 5 }), { timeout: 2000 })).json());
+    expect(rounds.map((r) => [r.round, r.status, r.rows, r.rollouts])).toEqual([[1, "committed:published", 8, 4]]);
+  });
+
+  it("observe - stats events arrive every statsIntervalS and validate", async () => {
+    const sub = env.nc.subscribe(subjects(POLICY).stats, { max: 1 });
+    for await (const msg of sub) {
+      const event = StatsEvent.parse(msg.json());
+      expect(event.policy).toBe(POLICY);
+      expect(event.round).toBe(1);
+      expect(event.phase).toBe("intake");
+    }
+  });
+
+  it("observe - /metrics and /healthz", async () => {
+    const base = `http://127.0.0.1:${daemon.metricsPort}`;
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toContain('rlloop_rounds_total{outcome="published"} 1');
+    expect(metrics).toContain("rlloop_rollouts_accepted_total 4");
+    expect(metrics).toContain("rlloop_committed_round 1");
+    const health = await fetch(`${base}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ ok: true, connected: true, round: 1 });
+  });
+
+  it("observe - rlloop status asks the running daemon", async () => {
+    const { stdout } = await run(process.execPath, [join(REPO, "bin", "rlloop.js"), "status", "--config", env.writeConfig()], { cwd: REPO });
+    const answer = JSON.parse(stdout) as { daemon: { round: number; policy: string } };
+    expect(answer.daemon).toMatchObject({ round: 1, policy: POLICY });
+  });
+});
+
+describe("loop - own nats-server", () => {
+  it("starts its own nats-server when nats.url is null and stops it on SIGTERM", async () => {
+    const env = await startLoopEnv();
+    try {
+      const config = env.writeConfig({ nats: { url: null }, log: { level: "info" } });
+      const daemon = spawnDaemon(config);
+      await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started");
+      const info = JSON.parse(readFileSync(join(env.workDir, "nats", "server.json"), "utf8")) as { pid: number; port: number };
+      const { stdout } = await run(process.execPath, [join(REPO, "bin", "rlloop.js"), "status", "--config", config], { cwd: REPO });
+      expect((JSON.parse(stdout) as { daemon: { policy: string } }).daemon.policy).toBe(POLICY);
+      daemon.child.kill("SIGTERM");
+      expect(await daemon.exited).toBe(0);
+      expect(existsSync(join(env.workDir, "nats", "server.json"))).toBe(false);
+      expect(() => process.kill(info.pid, 0)).toThrow();
+    } finally {
+      await env.close();
+    }
+  });
+});
