@@ -125,6 +125,13 @@ export interface ProcessGroupOptions {
   timeoutS?: number;
 }
 
+/** The caching allocator's figures for an accelerator (all zero on the CPU, which has no such allocator). */
+export interface DeviceMemoryStats {
+  allocatedBytes: number;
+  peakAllocatedBytes: number; // since resetPeakMemoryStats (or the start)
+  reservedBytes: number;
+}
+
 /** A prepared batch (opaque): right-padded rows on the model's device; vision features cached on first use. */
 export interface Batch {
   readonly B: number;
@@ -169,6 +176,8 @@ interface NativeProcessGroup {
 interface Addon {
   loadModel(dir: string, device: string, dtype: string, checkpointing: string): Promise<NativeModel>;
   preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches;
+  deviceMemoryStats(device: string): DeviceMemoryStats;
+  resetPeakMemoryStats(device: string): void;
   NativeOptimizer: new (
     model: NativeModel,
     adapter: string,
@@ -215,6 +224,14 @@ function addon(): Addon {
 
 export function preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches {
   return addon().preprocessImage(rgb, width, height, opts);
+}
+
+export function deviceMemoryStats(device: Device): DeviceMemoryStats {
+  return addon().deviceMemoryStats(device);
+}
+
+export function resetPeakMemoryStats(device: Device): void {
+  addon().resetPeakMemoryStats(device);
 }
 
 export class Model {

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "collectives.h"
+#include "device_memory.h"
 #include "image_preprocess.h"
 #include "js_async.h"
 #include "js_convert.h"
@@ -657,6 +658,27 @@ Napi::Value PreprocessImage(const Napi::CallbackInfo& info) {
   });
 }
 
+// deviceMemoryStats(device) -> { allocatedBytes, peakAllocatedBytes, reservedBytes } (zeros on the CPU).
+Napi::Value DeviceMemoryStatsJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, "deviceMemoryStats", [&]() -> Napi::Value {
+    const DeviceMemoryStats stats = device_memory_stats(parse_device(info[0].As<Napi::String>().Utf8Value()));
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("allocatedBytes", Napi::Number::New(env, static_cast<double>(stats.allocated_bytes)));
+    out.Set("peakAllocatedBytes", Napi::Number::New(env, static_cast<double>(stats.peak_allocated_bytes)));
+    out.Set("reservedBytes", Napi::Number::New(env, static_cast<double>(stats.reserved_bytes)));
+    return out;
+  });
+}
+
+Napi::Value ResetPeakMemoryStatsJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, "resetPeakMemoryStats", [&]() -> Napi::Value {
+    reset_peak_memory_stats(parse_device(info[0].As<Napi::String>().Utf8Value()));
+    return env.Undefined();
+  });
+}
+
 Napi::Value InitProcessGroup(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), "ProcessGroup.init", [&] { return GroupWrap::Init(info); });
 }
@@ -688,6 +710,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("loadModel", Napi::Function::New(env, LoadModel, "loadModel"));
   exports.Set("initProcessGroup", Napi::Function::New(env, InitProcessGroup, "initProcessGroup"));
   exports.Set("preprocessImage", Napi::Function::New(env, PreprocessImage, "preprocessImage"));
+  exports.Set("deviceMemoryStats", Napi::Function::New(env, DeviceMemoryStatsJs, "deviceMemoryStats"));
+  exports.Set("resetPeakMemoryStats", Napi::Function::New(env, ResetPeakMemoryStatsJs, "resetPeakMemoryStats"));
   return exports;
 }
 

@@ -1,0 +1,19 @@
+// Allocator statistics of an accelerator (peak GPU memory for progress logs and benchmarks), through ATen's
+// device-agnostic accelerator API so the CPU build needs no CUDA headers. The CPU has no caching allocator:
+// its figures are zero.
+#pragma once
+#include <ATen/Device.h>
+#include <cstdint>
+
+namespace rlloop {
+
+struct DeviceMemoryStats {
+  int64_t allocated_bytes = 0;       // held by live tensors now
+  int64_t peak_allocated_bytes = 0;  // since the last reset_peak_memory_stats (or the start)
+  int64_t reserved_bytes = 0;        // held by the caching allocator (allocated + cached free blocks)
+};
+
+DeviceMemoryStats device_memory_stats(const at::Device& device);
+void reset_peak_memory_stats(const at::Device& device);
+
+}  // namespace rlloop
