@@ -1,6 +1,6 @@
 // The root pino logger (JSON lines on stdout) and per-component children. Credentials are redacted by path so a
 // logged config, connection option or error never carries a password, token, nkey seed or TLS key.
-import { pino, type Logger, type LevelWithSilent } from "pino";
+import { pino, type DestinationStream, type Logger, type LevelWithSilent } from "pino";
 
 /** Paths pino replaces with "[redacted]" wherever these keys appear up to three levels deep. */
 const SECRET_KEYS = ["pass", "password", "token", "nkey", "seed", "creds", "credsFile", "key", "authorization"];
@@ -8,13 +8,15 @@ const REDACT_PATHS = SECRET_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`, `*.*.*
 
 let root: Logger = createRootLogger((process.env.RLLOOP_LOG_LEVEL as LevelWithSilent | undefined) ?? "info");
 
-export function createRootLogger(level: LevelWithSilent): Logger {
-  return pino({
+/** `destination` defaults to stdout (synchronous, so a line logged right before a crash is not lost). */
+export function createRootLogger(level: LevelWithSilent, destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { pid: process.pid },
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /** Replace the root logger's level (the daemon sets it from config.log.level). */

@@ -74,12 +74,13 @@ export class Daemon {
 
   constructor(options: DaemonOptions) {
     this.config = options.config;
+    // before any child logger exists: pino children take their parent's level when created
+    setLogLevel(options.config.log.level);
     this.log = logger("daemon", { policy: options.config.policy.name });
     this.#trainer = options.trainer ?? new CliRoundTrainer(options.config.trainer);
   }
 
   async start(): Promise<void> {
-    setLogLevel(this.config.log.level);
     const url = await this.#natsUrl();
     const nats = await connectNats(this.config.nats, url);
     this.natsUrl = url;
