@@ -90,18 +90,19 @@ export class Admission {
     }
   }
 
+  /** All steps at once (decoding runs on libuv's pool, a rollout's frames overlap); the reported failure is the
+   *  first failing step by index, so the reason does not depend on timing. */
   async #materialise(rollout: RolloutCompleted, seq: number) {
     await mkdir(this.#incoming, { recursive: true });
-    for (let k = 0; k < rollout.steps.length; k++) {
-      const step = rollout.steps[k] as RolloutCompleted["steps"][number];
-      try {
-        const bytes = await frameBytes(step.image, this.#limits);
-        await writeFramePng(bytes, join(this.#incoming, frameFileName(seq, k)), this.#limits);
-      } catch (err) {
-        if (isRolloutRejected(err)) throw new RolloutRejectedError(err.reason, `step ${k}: ${err.message}`, { cause: err });
-        throw err;
-      }
-    }
+    const results = await Promise.allSettled(rollout.steps.map(async (step, k) => {
+      const bytes = await frameBytes(step.image, this.#limits);
+      await writeFramePng(bytes, join(this.#incoming, frameFileName(seq, k)), this.#limits);
+    }));
+    const k = results.findIndex((r) => r.status === "rejected");
+    if (k < 0) return;
+    const err = (results[k] as PromiseRejectedResult).reason as unknown;
+    if (isRolloutRejected(err)) throw new RolloutRejectedError(err.reason, `step ${k}: ${err.message}`, { cause: err });
+    throw err;
   }
 
   async #reject(msg: JsMsg, reason: RejectReason, message: string): Promise<void> {
