@@ -113,7 +113,7 @@ async function main() {
       observe: { metricsPort: null, statsIntervalS: 60 }, log: { level: "warn" },
     });
     const times = new Map<string, number>();
-    const sub = nc.subscribe(subjects(POLICY).rounds, { callback: (_err, msg) => times.set(msg.json<{ type: string }>().type, performance.now()) });
+    const sub = nc.subscribe(subjects(POLICY).rounds, { callback: (_err, msg) => void times.set(msg.json<{ type: string }>().type, performance.now()) });
     const daemon = new Daemon({ config });
     const started = performance.now();
     await daemon.start();

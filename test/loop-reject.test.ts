@@ -46,7 +46,7 @@ describe("loop - rejects bad input with a specific reason", () => {
     };
     for (const bad of table) await publishRaw(bad.id, bad.payload, bad.expect);
 
-    const step = (image: Record<string, string>) => ({ ...(valid.steps[0] as RolloutCompletedInput["steps"][number]), image });
+    const step = (image: RolloutCompletedInput["steps"][number]["image"]) => ({ ...(valid.steps[0] as RolloutCompletedInput["steps"][number]), image });
     const own = async (id: string, reason: RejectReason, patch: Partial<RolloutCompletedInput>) =>
       publishRaw(id, JSON.stringify({ ...valid, id, ...patch }), reason);
     await own("stale", "stale_adapter", { adapter: { round: 0, name: "bt-r0" } });
