@@ -38,6 +38,7 @@ def main():
             ids = torch.tensor([r["inputIds"]], device="cuda")
             s, k = r["scoreStart"], r["scoreCount"]
             logits = model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                           mm_token_type_ids=(ids == model.config.image_token_id).long(),
                            pixel_values=image["pixel_values"].to("cuda"),
                            image_grid_thw=image["image_grid_thw"].to("cuda"), use_cache=False).logits
             lp = logits[0, s - 1:s - 1 + k].float().log_softmax(-1)
