@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../src/loop/config.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { SERVICE_NAME, StatsEvent, RoundSummary, subjects } from "../src/loop/schema.js";
-import { POLICY, REPO, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { POLICY, REPO, cliArgs, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 const run = promisify(execFile);
 
@@ -72,7 +72,7 @@ describe("loop - observability", () => {
   });
 
   it("observe - rlloop status asks the running daemon", async () => {
-    const { stdout } = await run(process.execPath, [join(REPO, "bin", "rlloop.js"), "status", "--config", env.writeConfig()], { cwd: REPO });
+    const { stdout } = await run(process.execPath, cliArgs("status", "--config", env.writeConfig()), { cwd: REPO });
     const answer = JSON.parse(stdout) as { daemon: { round: number; policy: string } };
     expect(answer.daemon).toMatchObject({ round: 1, policy: POLICY });
   });
@@ -86,7 +86,7 @@ describe("loop - own nats-server", () => {
       const daemon = spawnDaemon(config);
       await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started");
       const info = JSON.parse(readFileSync(join(env.workDir, "nats", "server.json"), "utf8")) as { pid: number; port: number };
-      const { stdout } = await run(process.execPath, [join(REPO, "bin", "rlloop.js"), "status", "--config", config], { cwd: REPO });
+      const { stdout } = await run(process.execPath, cliArgs("status", "--config", config), { cwd: REPO });
       expect((JSON.parse(stdout) as { daemon: { policy: string } }).daemon.policy).toBe(POLICY);
       daemon.child.kill("SIGTERM");
       expect(await daemon.exited).toBe(0);

@@ -16,7 +16,7 @@ import { roundDir } from "../src/loop/paths.js";
 import { replayRound } from "../src/loop/replay.js";
 import { subjects } from "../src/loop/schema.js";
 import { StateStore } from "../src/loop/state.js";
-import { POLICY, REPO, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { POLICY, REPO, cliArgs, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 const sha = (bytes: Buffer | string) => createHash("sha256").update(bytes).digest("hex");
 
@@ -57,7 +57,7 @@ describe("loop - replay", () => {
     const states = await StateStore.open(env.nc, POLICY, 1);
     const before = await states.read();
     const out = join(env.dir, "replay-train");
-    const { stdout } = await promisify(execFile)(process.execPath, [join(REPO, "bin", "rlloop.js"), "replay", "--round", "1", "--out", out, "--train", "--config", env.writeConfig()], { cwd: REPO });
+    const { stdout } = await promisify(execFile)(process.execPath, cliArgs("replay", "--round", "1", "--out", out, "--train", "--config", env.writeConfig()), { cwd: REPO });
     const answer = JSON.parse(stdout) as { match: boolean; sha256: string; stats: { rows: number } };
     expect(answer.match).toBe(true);
     expect(answer.stats.rows).toBe(8);

@@ -18,6 +18,11 @@ import { startNatsServer, type NatsServer } from "./nats.js";
 export const REPO = resolve(import.meta.dirname, "..", "..");
 export const FAKE_TRAINER = join(REPO, "test", "helpers", "fake-trainer.mjs");
 export const POLICY = "bt";
+
+/** argv of `rlloop <args>` run from the TypeScript sources (bin/rlloop.js would prefer a possibly stale dist/). */
+export function cliArgs(...args: string[]): string[] {
+  return ["--import", "tsx", join(REPO, "src", "cli.ts"), ...args];
+}
 export const CODE_LENGTH = 4;
 
 export interface LoopEnv {
@@ -153,7 +158,7 @@ export async function waitFor<T>(what: string, check: () => Promise<T | null | u
   }
 }
 
-/** The daemon as a child process (`node bin/rlloop.js daemon --config FILE`), its JSON log lines collected. */
+/** The daemon as a child process (`rlloop daemon --config FILE` from the sources), its JSON log lines collected. */
 export interface DaemonProcess {
   child: ChildProcess;
   lines: Array<Record<string, unknown>>;
@@ -162,7 +167,7 @@ export interface DaemonProcess {
 }
 
 export function spawnDaemon(configFile: string, env: Record<string, string> = {}): DaemonProcess {
-  const child = spawn(process.execPath, [join(REPO, "bin", "rlloop.js"), "daemon", "--config", configFile], {
+  const child = spawn(process.execPath, cliArgs("daemon", "--config", configFile), {
     cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Array<Record<string, unknown>> = [];
