@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import { logger, setLogLevel } from "../log.js";
 import { Admission } from "./admission.js";
 import { RecentSeqs } from "./applied.js";
-import type { Config } from "./config.js";
+import { configHash, redactedConfig, type Config } from "./config.js";
 import { connectNats, ensureStreams, type Nats } from "./connection.js";
 import { setPhase, type Buffered, type LoopContext } from "./context.js";
 import { ConfigError } from "./errors.js";
@@ -105,6 +105,7 @@ export class Daemon {
     setPhase(ctx, "intake");
     this.#intakeLoop = this.#runIntake();
     this.#triggerTimer = setInterval(() => this.#maybeClose(), 1000);
+    this.log.debug({ config: redactedConfig(this.config), configHash: configHash(this.config) }, "configuration");
     this.log.info({ url: redactUrl(url), round: state.record.round, pending: recovered.pending?.round ?? null, metricsPort: this.metricsPort }, "daemon started");
   }
 
