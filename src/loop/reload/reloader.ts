@@ -85,7 +85,9 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
       }
       lastRound = parsed.data.round;
       try {
-        hooks.onOutcome?.(await handleAnnouncement(parsed.data));
+        // not `onOutcome?.(await ...)`: an optional call skips evaluating its arguments when there is no hook
+        const outcome = await handleAnnouncement(parsed.data);
+        hooks.onOutcome?.(outcome);
       } catch (err) {
         // handleAnnouncement turns every expected failure into events; this is the unexpected rest (a full disk)
         log.error({ err, round: parsed.data.round }, "announcement handling failed; following the next ones");
