@@ -2,12 +2,13 @@
 // rlloop.<policy>.rejected, terminated, and the daemon keeps running (a valid round still publishes afterwards).
 // Cases: the simulator's bad-event table (src/loop/sim/bad-events.ts) plus stale adapter, duplicate id, and
 // frames by path (missing, oversized, corrupt, symlink escaping the root) and by object (missing, present).
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Objm } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../src/loop/config.js";
 import { Daemon } from "../src/loop/daemon.js";
+import { incomingDir } from "../src/loop/paths.js";
 import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/loop/schema.js";
 import { badEvents } from "../src/loop/sim/bad-events.js";
 import { CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
@@ -60,6 +61,7 @@ describe("loop - rejects bad input with a specific reason", () => {
     symlinkSync("/etc/hostname", join(env.framesRoot, "links", "escape.png"));
     await own("symlink-escape", "image_outside_roots", { steps: [step({ path: join(env.framesRoot, "links", "escape.png") })] });
     await own("object-missing", "image_missing", { steps: [step({ object: "no/such/frame.png" })] });
+    await own("second-step-corrupt", "image_corrupt", { steps: [step({ png_base64: png.toString("base64") }), step({ path: "corrupt.png" })] });
     await own("unknown-adapter", "unknown_adapter", { adapter: { round: 7, name: "bt-r7" } });
     // same rollout id under a second message id: the stream keeps both, the daemon must count it once
     const dup = await makeRollout("dup", 0, { steps: 1, adapterRound: 1 });
@@ -77,7 +79,7 @@ describe("loop - rejects bad input with a specific reason", () => {
       .filter(([seq, [, reason]]) => found.get(seq)?.reason !== reason)
       .map(([seq, [id, reason]]) => `${id}: expected ${reason}, got ${found.get(seq)?.reason} (${found.get(seq)?.message})`);
     expect(mismatches).toEqual([]);
-    expect(expected.size).toBe(table.length + 8);
+    expect(expected.size).toBe(table.length + 9);
     for (const [seq] of expected) expect(found.get(seq)?.message.length).toBeGreaterThan(10);
 
     // a frame from the object store is accepted; with dup-0 (1 row) and 3 more rows round 2 closes
@@ -98,5 +100,7 @@ describe("loop - rejects bad input with a specific reason", () => {
       throw new Error(`${err.message}: ${JSON.stringify(await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)))} ${JSON.stringify(daemon.snapshot())}`);
     });
     expect(info.num_redelivered).toBe(0);
+    // frames of rejected rollouts (some steps decoded before another failed) are not left behind
+    expect(readdirSync(incomingDir(env.workDir, POLICY))).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@
 // (a rejection waiting for JetStream through an outage) is not redelivered meanwhile. A bad event is recorded on
 // rlloop.<policy>.rejected and terminated; an internal failure (disk, object store unreachable) naks the message
 // for a later retry. Never throws.
-import { mkdir } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
@@ -100,6 +100,8 @@ export class Admission {
     }));
     const k = results.findIndex((r) => r.status === "rejected");
     if (k < 0) return;
+    // the frames that did succeed belong to no round: do not leave them in incoming/
+    await Promise.all(rollout.steps.map((_, i) => rm(join(this.#incoming, frameFileName(seq, i)), { force: true })));
     const err = (results[k] as PromiseRejectedResult).reason as unknown;
     if (isRolloutRejected(err)) throw new RolloutRejectedError(err.reason, `step ${k}: ${err.message}`, { cause: err });
     throw err;
