@@ -1,0 +1,28 @@
+// `rlloop demo`: the loop end to end at toy size on the CPU (src/loop/demo.ts says what runs).
+import { Command } from "commander";
+import { positiveInt } from "./options.js";
+
+export function registerDemoCommand(program: Command): void {
+  program.addCommand(
+    new Command("demo")
+      .description("run the whole loop on CPU: embedded nats-server, tiny random Qwen3.5, simulated rollouts, PPO rounds, published adapters")
+      .option("--rounds <n>", "PPO rounds to run (default: 3)", positiveInt("--rounds"), 3)
+      .option("--rows <n>", "decision rows per round (default: 16)", positiveInt("--rows"), 16)
+      .option("--work <dir>", "work folder: model, rounds, nats store (default: runs/demo)", "runs/demo")
+      .option("--seed <n>", "simulation and trainer seed (default: 0)", Number, 0)
+      .option("--round-timeout <s>", "give up on a round after this many seconds (default: 900)", positiveInt("--round-timeout"), 900)
+      .action(async (opts: { rounds: number; rows: number; work: string; seed: number; roundTimeout: number }) => {
+        const { runDemo } = await import("../demo.js");
+        const rounds = await runDemo({ rounds: opts.rounds, rowsPerRound: opts.rows, workDir: opts.work, seed: opts.seed, roundTimeoutS: opts.roundTimeout });
+        process.stdout.write(`${formatRounds(rounds)}\n`);
+      }),
+  );
+}
+
+function formatRounds(rounds: Array<{ round: number; rows: number; name: string; sha256: string; pgLoss: number; kl: number; clipFrac: number; logpGap: number }>): string {
+  const head = "round  adapter       rows  pg_loss     kl  clip_frac  logp_gap  sha256";
+  const lines = rounds.map((r) =>
+    [String(r.round).padStart(5), r.name.padEnd(12), String(r.rows).padStart(5), r.pgLoss.toFixed(4).padStart(8),
+     r.kl.toFixed(4).padStart(6), r.clipFrac.toFixed(3).padStart(10), r.logpGap.toFixed(3).padStart(9), r.sha256].join("  "));
+  return [head, ...lines].join("\n");
+}

@@ -1,0 +1,136 @@
+// `rlloop demo`: the whole loop at toy size on the CPU, in one process tree — an embedded nats-server, a tiny
+// random Qwen3.5 with a random starting adapter (scripts/demo_model.py, run by the setup's Python), the simulator
+// publishing rollouts served by the newest adapter, and the daemon training a real PPO round per batch with
+// `rlloop train ppo` and publishing each adapter. It waits for every round's announcement and prints a summary.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Logger } from "pino";
+import { logger } from "../log.js";
+import { PACKAGE_ROOT, parseConfig, type Config } from "./config.js";
+import { connectNats, type Nats } from "./connection.js";
+import { Daemon } from "./daemon.js";
+import { adapterName, AdapterPublished, subjects } from "./schema.js";
+import { publishRollouts, type SimulateOptions } from "./sim/publisher.js";
+
+export interface DemoOptions {
+  rounds: number;
+  rowsPerRound: number;
+  workDir: string;
+  seed: number;
+  /** wait at most this long for one round's adapter */
+  roundTimeoutS: number;
+}
+
+export interface DemoRound {
+  round: number;
+  rows: number;
+  name: string;
+  sha256: string;
+  pgLoss: number;
+  kl: number;
+  clipFrac: number;
+  logpGap: number;
+}
+
+const POLICY = "demo";
+const CODE_LENGTH = 3; // the tiny tokenizer's digits are single tokens like Qwen's; 3 keeps CPU rounds short
+const CHAT_TEMPLATE = join(PACKAGE_ROOT, "config", "qwen3.5-chat-template.jinja");
+
+export async function runDemo(opts: DemoOptions): Promise<DemoRound[]> {
+  const log = logger("demo");
+  const work = resolve(opts.workDir);
+  const files = makeModel(work, log);
+  const config = demoConfig(work, files, opts);
+  const daemon = new Daemon({ config });
+  await daemon.start();
+  const nats = await connectNats(config.nats, daemon.natsUrl ?? "");
+  try {
+    return await playRounds(nats, opts, log);
+  } finally {
+    await nats.nc.drain().catch(() => {});
+    await daemon.stop();
+  }
+}
+
+/** The tiny model folder and starting adapter, made once per work dir by the setup's Python. */
+function makeModel(work: string, log: Logger): { model: string; adapter: string } {
+  const files = { model: join(work, "model-files", "model"), adapter: join(work, "model-files", "sft") };
+  if (existsSync(join(files.adapter, "adapter_config.json"))) return files;
+  mkdirSync(work, { recursive: true });
+  log.info({ dir: join(work, "model-files") }, "generating a tiny random Qwen3.5 and a starting LoRA adapter");
+  execFileSync(findPython(), [join(PACKAGE_ROOT, "scripts", "demo_model.py"), CHAT_TEMPLATE, join(work, "model-files")], {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  return files;
+}
+
+function demoConfig(work: string, files: { model: string; adapter: string }, opts: DemoOptions): Config {
+  return parseConfig({
+    workDir: join(work, "loop"),
+    policy: { name: POLICY, codeLength: CODE_LENGTH, maxSteps: 4 },
+    round: { rows: opts.rowsPerRound, minRows: 1, maxWaitS: 600 },
+    adapter: { initial: files.adapter, reference: files.adapter },
+    trainer: { args: ["--model", files.model, "--device", "cpu", "--batch", "4"], seed: opts.seed },
+    observe: { statsIntervalS: 5, metricsPort: null },
+  });
+}
+
+/** Per round: publish just enough rollouts served by the newest adapter to close it, then wait for its adapter. */
+async function playRounds(nats: Nats, opts: DemoOptions, log: Logger): Promise<DemoRound[]> {
+  const announcements = nats.nc.subscribe(subjects(POLICY).adapters);
+  const iterator = announcements[Symbol.asyncIterator]();
+  const done: DemoRound[] = [];
+  let next = 0;
+  for (let round = 1; round <= opts.rounds; round++) {
+    const served = round - 1;
+    let rows = 0;
+    while (rows < opts.rowsPerRound) {
+      const summary = await publishRollouts(nats.js, simulation(opts, served, next++));
+      rows += summary.rows;
+    }
+    log.info({ round, rows }, "rollouts published; waiting for the round's adapter");
+    const published = await nextAnnouncement(iterator, opts.roundTimeoutS, round);
+    done.push(summarise(published));
+    log.info(done.at(-1), "adapter published");
+  }
+  announcements.unsubscribe();
+  return done;
+}
+
+function simulation(opts: DemoOptions, servedRound: number, index: number): SimulateOptions {
+  return {
+    policy: POLICY, seed: opts.seed, groupSize: 4, maxSteps: 2, codeLength: CODE_LENGTH, levels: 10,
+    frame: { width: 96, height: 64 }, adapter: { round: servedRound, name: adapterName(POLICY, servedRound) },
+    skill: { base: 0.3, perRound: 0.1 }, memoryBits: 4, runTag: `demo-s${opts.seed}`,
+    startMs: Date.now(), spacingMs: 0, count: 1, start: index, rate: null, frameRoot: null,
+  };
+}
+
+async function nextAnnouncement(iterator: AsyncIterator<{ json<T>(): T }>, timeoutS: number, round: number): Promise<AdapterPublished> {
+  const timeout = new Promise<never>((_, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no adapter for round ${round} within ${timeoutS} s (see the daemon's log)`)), timeoutS * 1000);
+    timer.unref();
+  });
+  for (;;) {
+    const next = await Promise.race([iterator.next(), timeout]);
+    if (next.done) throw new Error("the NATS subscription closed before every round was published");
+    const event = AdapterPublished.parse(next.value.json());
+    if (event.round === round) return event;
+  }
+}
+
+function summarise(a: AdapterPublished): DemoRound {
+  return {
+    round: a.round, rows: a.stats.rows, name: a.name, sha256: a.sha256.slice(0, 12),
+    pgLoss: a.stats.pg_loss, kl: a.stats.kl, clipFrac: a.stats.clip_frac, logpGap: a.stats.logp_gap,
+  };
+}
+
+/** The setup's Python venv (RLLOOP_PYTHON, else .rlloop/env.json written by scripts/setup.sh). */
+function findPython(): string {
+  if (process.env.RLLOOP_PYTHON) return process.env.RLLOOP_PYTHON;
+  const envFile = join(PACKAGE_ROOT, ".rlloop", "env.json");
+  if (!existsSync(envFile)) throw new Error(`no Python environment: run scripts/setup.sh first (${envFile} is missing)`);
+  return (JSON.parse(readFileSync(envFile, "utf8")) as { python: string }).python;
+}
