@@ -1,0 +1,35 @@
+// The README's main command, as a newcomer runs it: `rlloop demo` end to end on the CPU (embedded nats-server,
+// tiny random Qwen3.5, simulator, daemon, the real `rlloop train ppo` per round), then the adapters it announced
+// load in PEFT-layout form from the round folders.
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+
+const run = promisify(execFile);
+
+describe("demo - the README's main command", () => {
+  it("runs two PPO rounds end to end and prints one line per published adapter", async () => {
+    const work = mkdtempSync(join(tmpdir(), "rlloop-demo-"));
+    const { stdout } = await run(process.execPath, ["bin/rlloop.js", "demo", "--rounds", "2", "--rows", "8", "--work", work], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const table = stdout.trim().split("\n");
+    expect(table[0]).toMatch(/^round\s+adapter\s+rows\s+pg_loss/);
+    expect(table.slice(1).map((l) => l.trim().split(/\s+/).slice(0, 3))).toEqual([
+      ["1", "demo-r1", "8"],
+      ["2", "demo-r2", "8"],
+    ]);
+    for (const round of ["000001", "000002"]) {
+      const dir = join(work, "loop", "rounds", "demo", round);
+      const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")) as { status: string };
+      expect(manifest.status).toBe("committed");
+      expect(existsSync(join(dir, "adapter", "adapter_model.safetensors"))).toBe(true);
+      const stats = JSON.parse(readFileSync(join(dir, "adapter", "stats.json"), "utf8")) as Record<string, number>;
+      expect(Object.keys(stats).sort()).toEqual(expect.arrayContaining(["clip_frac", "kl", "logp_gap", "logp_gap_abs", "pg_loss", "rows", "train_s"]));
+      expect(Number.isFinite(stats.pg_loss)).toBe(true);
+    }
+  });
+});
