@@ -28,7 +28,8 @@ describe("loop - crash safety", () => {
   for (const phase of PAUSE_PHASES) {
     it(`SIGKILL at ${phase} of round 2, restart: nothing lost, nothing counted twice, no adapter published twice`, async () => {
       env = await startLoopEnv();
-      const config = env.writeConfig({ round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 10 }, log: { level: "info" } });
+      // ack_wait 1 s: after the kill, the unacked rollouts come back to the restarted daemon within a second
+      const config = env.writeConfig({ round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 10 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" } });
       const rollouts = await Promise.all(Array.from({ length: ROLLOUTS }, (_, i) => makeRollout(`crash-${phase}`, i, { steps: 2 })));
       await publishRollouts(env.js, rollouts);
 
