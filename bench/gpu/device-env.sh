@@ -1,6 +1,7 @@
 # Sourced at the start of every command on the GPU machine (see bench/README.md).
 # The machine has python3 with torch but no Node and no network: we carry a compressed Node 20 binary (.node/),
-# the two header packages the addon build needs (.node/node_modules), and the compiled TypeScript (dist/).
+# the production node_modules and the addon build's header packages, and the compiled TypeScript (dist/);
+# bench/gpu/pack-device.sh makes them.
 set -euo pipefail
 export RLLOOP_ROOT=$(pwd)
 if [ ! -x /tmp/node/bin/node ]; then
@@ -8,7 +9,10 @@ if [ ! -x /tmp/node/bin/node ]; then
   xz -dc .node/node-20.20.2.xz > /tmp/node/bin/node && chmod +x /tmp/node/bin/node
 fi
 export PATH=/tmp/node/bin:$PATH
-[ -d node_modules ] || ln -s .node/node_modules node_modules
+if [ ! -d node_modules ]; then
+  tar xJf .node/prod-modules.tar.xz
+  cp -r .node/headers/* node_modules/
+fi
 export RLLOOP_PYTHON=$(command -v python3)
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

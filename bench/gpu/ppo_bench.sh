@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 5 on the GPU machine: one PPO round (and one SFT epoch) of rlloop and of the seed trainer, side by side in
+# the same run, on the same random-weight 9B-shape checkpoint and the same rows (640x480 frames, ~420 tokens a row,
+# batch 16, accumulation 2, 2 epochs). The seed runs as the unmodified file (copied to .bench/seed/bt_train.py by
+# the host, see bench/README.md) through seed_timed.py; "seed-fla" adds flash-linear-attention (carried wheels).
+# Usage: bash bench/gpu/ppo_bench.sh [ROWS=256] ["rlloop seed seed-fla rlloop-sft seed-sft"]
+source bench/gpu/device-env.sh
+OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
+ROWS=${1:-256}
+WHICH=${2:-"rlloop seed seed-fla"}
+MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-ppo-$ROWS; TREE=/tmp/seed-tree
+[ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+[ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
+[ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
+[ -f "$DATA/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$DATA" --rows "$ROWS")
+mkdir -p "$TREE/train" "$TREE/models"
+cp .bench/seed/bt_train.py bench/gpu/seed_stand_in/ctrl_policy.py "$TREE/train/"
+ln -sfn "$MODEL" "$TREE/models/Qwen3.5-9B"
+PPO_FLAGS=(--data "$DATA/ppo.jsonl" --adapter "$DATA/adapter" --ref "$DATA/adapter")
+SFT_FLAGS=(--data "$DATA/sft.jsonl" --valid "$DATA/valid.jsonl")
+seed() {  # seed NAME MODE FLAGS...
+  local name=$1; shift
+  CUDA_VISIBLE_DEVICES=0 timeout "${RUN_TIMEOUT:-400}" python3 -m torch.distributed.run --nproc_per_node=1 bench/gpu/seed_timed.py "$TREE" "$@" \
+    --out "$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
+  grep -E "SEED_TIMING|PPO_DONE|VALID" "$OUT/$name.log"
+}
+rlloop() {  # rlloop NAME MODE FLAGS...
+  local name=$1; shift
+  timeout "${RUN_TIMEOUT:-400}" node bin/rlloop.js train "$@" --model "$MODEL" --prompt bench/gpu/prompt.jinja --device cuda --gpus 1 \
+    --out "$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
+  grep -E '"msg":"(ppo|sft) (start|done)"' "$OUT/$name.log" | cut -c1-400
+}
+for w in $WHICH; do
+  echo "== $w"
+  case $w in
+    rlloop) rlloop rlloop-ppo ppo "${PPO_FLAGS[@]}" ;;
+    rlloop-sft) rlloop rlloop-sft sft "${SFT_FLAGS[@]}" ;;
+    seed) seed seed-ppo ppo "${PPO_FLAGS[@]}" ;;
+    seed-sft) seed seed-sft sft "${SFT_FLAGS[@]}" ;;
+    seed-fla|seed-fla-sft)
+      [ -d /tmp/fla ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla .whl/*.whl
+      if [ $w = seed-fla ]; then PYTHONPATH=/tmp/fla seed seed-fla-ppo ppo "${PPO_FLAGS[@]}"
+      else PYTHONPATH=/tmp/fla seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
+  esac || echo "== $w FAILED"
+done
+python3 bench/gpu/ppo_report.py "$OUT" "$ROWS"

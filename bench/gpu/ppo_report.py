@@ -1,0 +1,55 @@
+"""Reads the logs ppo_bench.sh writes under OUT and prints the side-by-side table: wall time of the round after
+the model is loaded, rows/s, peak GPU memory, and the ratio seed / rlloop.
+rlloop: from its "ppo start"/"sft start" log line to "... done" (pino JSON, ms); seed: seed_timed.py's SEED_TIMING.
+Usage: python3 ppo_report.py OUT ROWS
+"""
+import json
+import sys
+from pathlib import Path
+
+
+def rlloop_time(log: Path):
+    start = end = None
+    peak = None
+    for line in log.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        if entry.get("msg", "").endswith(" start"):
+            start = entry["time"]
+        if entry.get("msg", "").endswith(" done"):
+            end = entry["time"]
+            peak = entry.get("result", {}).get("peak_gpu_gib") or entry.get("peakGpuGib")
+    return None if start is None or end is None else ((end - start) / 1000, peak)
+
+
+def seed_time(log: Path):
+    for line in log.read_text().splitlines():
+        if line.startswith("SEED_TIMING "):
+            t = json.loads(line.split(" ", 1)[1])
+            return t["after_load_s"], t["peak_gib"]
+    return None
+
+
+def main():
+    out, rows = Path(sys.argv[1]), int(sys.argv[2])
+    table = {}
+    for name, reader in (("rlloop-ppo", rlloop_time), ("seed-ppo", seed_time), ("seed-fla-ppo", seed_time),
+                         ("rlloop-sft", rlloop_time), ("seed-sft", seed_time), ("seed-fla-sft", seed_time)):
+        log = out / f"{name}.log"
+        if log.exists() and (t := reader(log)):
+            table[name] = t
+    print(f"{'run':14} {'seconds':>9} {'rows/s':>8} {'peak GiB':>9}")
+    for name, (s, peak) in table.items():
+        epochs = 2 if name.endswith("ppo") else 1
+        print(f"{name:14} {s:9.1f} {rows * epochs / s:8.2f} {peak if peak is not None else float('nan'):9.1f}")
+    for mode in ("ppo", "sft"):
+        if f"rlloop-{mode}" in table:
+            for base in (f"seed-{mode}", f"seed-fla-{mode}"):
+                if base in table:
+                    print(f"ratio {base} / rlloop-{mode}: {table[base][0] / table[f'rlloop-{mode}'][0]:.2f}x")
+    (out / "summary.json").write_text(json.dumps(table))
+
+
+if __name__ == "__main__":
+    main()
