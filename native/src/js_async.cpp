@@ -42,14 +42,23 @@ void describe_exception(std::exception_ptr error, std::string& message, std::str
   }
 }
 
+namespace {
+using AliveFlag = std::shared_ptr<std::atomic<bool>>;
+void mark_finalized(Napi::Env, AliveFlag* alive, AsyncRunner*) {
+  **alive = false;
+  delete alive;
+}
+}  // namespace
+
 AsyncRunner::AsyncRunner(Napi::Env env)
-    : worker_(std::make_unique<Worker>()), tsfn_(Tsfn::New(env, "rlloop-native", 0, 1, this)) {
+    : worker_(std::make_unique<Worker>()),
+      tsfn_(Tsfn::New(env, "rlloop-native", 0, 1, this, mark_finalized, new AliveFlag(tsfn_alive_))) {
   tsfn_.Unref(env);  // an idle model must not keep the process alive; run() refs while work is pending
 }
 
 AsyncRunner::~AsyncRunner() {
   worker_.reset();  // join first: a running task may still call into tsfn_
-  tsfn_.Release();
+  if (*tsfn_alive_) tsfn_.Release();
 }
 
 void AsyncRunner::deliver(Napi::Env env, Napi::Function, AsyncRunner* runner, Completion* raw) {

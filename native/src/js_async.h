@@ -5,6 +5,7 @@
 #pragma once
 #include <napi.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +37,10 @@ class AsyncRunner {
  private:
   using Tsfn = Napi::TypedThreadSafeFunction<AsyncRunner, Completion, &AsyncRunner::deliver>;
   std::unique_ptr<Worker> worker_;
+  // False once Node has finalized tsfn_. At environment teardown Node closes thread-safe functions and runs object
+  // finalizers in an order of its own: an ObjectWrap finalized after its runner's tsfn_ is gone must not Release it
+  // (that locks a destroyed mutex and aborts the process). Shared with the finalizer, which may outlive this object.
+  std::shared_ptr<std::atomic<bool>> tsfn_alive_ = std::make_shared<std::atomic<bool>>(true);
   Tsfn tsfn_;
   int pending_ = 0;             // JS thread only
   std::string deferred_error_;  // worker thread only
