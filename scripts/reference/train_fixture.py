@@ -1,7 +1,8 @@
 """The trainer tests' fixture: tiny Qwen3.5 checkpoint "a" (tiny_model.py) with the tiny tokenizer
 (make_tokenizer.py; the config's token ids pointed at its special tokens), test PNGs (test_images.py), two random
 LoRA adapters in PEFT layout (policy start and reference; A and B both non-zero so every tensor gets a gradient),
-and rows: sft.jsonl, valid.jsonl, ppo.jsonl (absolute image paths, code length 3).
+a seed PPO round's output to start PPO from (seed-round/: the policy adapter after two torch AdamW steps and the
+seed's optimizer.pt), and rows: sft.jsonl, valid.jsonl, ppo.jsonl (absolute image paths, code length 3).
 The fixture is built in a temporary folder and then renamed (the tests' cache), so the rows name their images under
 FINAL_DIR, the folder the fixture will have once renamed (default: OUT_DIR).
 Usage: python train_fixture.py CHAT_TEMPLATE OUT_DIR [FINAL_DIR]
@@ -41,6 +42,28 @@ def write_adapter(model_dir: Path, out: Path, seed: int) -> None:
     attach_lora(model, 16, 32, seed).save_pretrained(out)
 
 
+def write_seed_round(model_dir: Path, adapter_dir: Path, out: Path) -> None:
+    """What a seed PPO round leaves: the adapter after AdamW steps (torch, weight decay 0.01; random gradients of the
+    size of this fixture's PPO gradients) and torch.save(AdamW.state_dict()) as optimizer.pt, the parameters in the
+    seed's order. Starting PPO from it makes every compared AdamW step run with a non-zero second moment: a fresh
+    AdamW's first step moves each element by about lr·sign(g), which turns fp32 gradient noise in elements whose
+    gradient is near zero into update differences of the size of the update (see seed_reference.py)."""
+    from peft import PeftModel
+    from transformers import Qwen3_5ForConditionalGeneration
+    model = Qwen3_5ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32)
+    peft = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+    params = [p for _, p in peft.named_parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=3e-6, weight_decay=0.01)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(2):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen) * 3e-4
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    peft.save_pretrained(out)
+    torch.save(opt.state_dict(), out / "optimizer.pt")
+
+
 def rows(images: dict, count: int, seed: int, ppo: bool) -> list:
     rng = random.Random(seed)
     out = []
@@ -64,6 +87,7 @@ def main():
     images = {name: final.resolve() / "images" / path.name for name, path in write_test_images(out / "images").items()}
     write_adapter(out / "model", out / "adapter", seed=1)
     write_adapter(out / "model", out / "ref", seed=2)
+    write_seed_round(out / "model", out / "adapter", out / "seed-round")
     for name, count, seed, ppo in (("sft", 8, 3, False), ("valid", 5, 4, False), ("ppo", 8, 5, True)):
         text = "".join(json.dumps(r) + "\n" for r in rows(images, count, seed, ppo))
         (out / f"{name}.jsonl").write_text(text)
