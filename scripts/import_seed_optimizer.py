@@ -8,6 +8,7 @@ PEFT key the adapter file uses ("…q_proj.lora_A.weight", PEFT's ".default" rem
 Usage: python import_seed_optimizer.py OPTIMIZER_PT ADAPTER_DIR MODEL_DIR OUT_SAFETENSORS
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -50,7 +51,10 @@ def main():
     save_file(tensors, str(out))
     side = {"step": steps.pop(), "lr": group["lr"], "betas": list(group["betas"]), "eps": group["eps"],
             "weight_decay": group["weight_decay"]}
-    out.with_suffix(".json").write_text(json.dumps(side, indent=2) + "\n")
+    # The sidecar last and atomically: its presence marks a finished conversion (rlloop caches conversions).
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(side, indent=2) + "\n")
+    os.replace(tmp, out.with_suffix(".json"))
 
 
 if __name__ == "__main__":

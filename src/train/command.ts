@@ -4,7 +4,7 @@
 // errors as one line with a non-zero exit.
 import { access, readdir } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { logger } from "../log.js";
 import type { Checkpointing, DType } from "../native.js";
 import { TrainInputError, isTrainInputError } from "./errors.js";
@@ -12,7 +12,7 @@ import { checkImages } from "./image-check.js";
 import { readRows } from "./rows.js";
 import { JOB_DEFAULTS, type JobKind, type ModelSpec, type TrainJob } from "./job.js";
 
-interface RawOptions {
+export interface RawOptions {
   data: string;
   valid?: string;
   adapter?: string;
@@ -42,15 +42,33 @@ export function registerTrainCommand(program: Command): void {
 }
 
 function trainSubcommand(kind: JobKind): Command {
+  return trainOptions(kind, true).action(async (raw: RawOptions) => {
+    try {
+      await trainAction(kind, raw);
+    } catch (err) {
+      if (!isTrainInputError(err)) throw err;
+      process.stderr.write(`rlloop train ${kind}: ${err.message}\n`);
+      process.exitCode = 2;
+    }
+  });
+}
+
+/**
+ * The flags of `rlloop train <kind>`. Without `jobFlags` the flags that name one run's files (--data, --out, and
+ * ppo's --adapter, --ref) are optional, so that the model part of a flag list can be read before any run.
+ */
+function trainOptions(kind: JobKind, jobFlags: boolean): Command {
   const d = JOB_DEFAULTS[kind];
-  const cmd = new Command(kind)
-    .description(
-      kind === "sft"
-        ? "supervised fine-tuning: cross-entropy on the code digits and <|im_end|>, new LoRA r 16 alpha 32"
-        : "one PPO round: continue --adapter and its optimizer state, k3 KL to --ref, sequence-level clipped ratio",
-    )
-    .requiredOption("--data <file>", "training rows, jsonl (image, name, code[, memory]" + (kind === "ppo" ? ", adv, vllm_logp)" : ")"))
-    .requiredOption("--out <dir>", "output folder: adapter" + (kind === "ppo" ? ", optimizer.safetensors, stats.json" : ", valid.json"))
+  const jobOption = (cmd: Command, flags: string, description: string) =>
+    jobFlags ? cmd.requiredOption(flags, description) : cmd.option(flags, description);
+  const cmd = new Command(kind).description(
+    kind === "sft"
+      ? "supervised fine-tuning: cross-entropy on the code digits and <|im_end|>, new LoRA r 16 alpha 32"
+      : "one PPO round: continue --adapter and its optimizer state, k3 KL to --ref, sequence-level clipped ratio",
+  );
+  jobOption(cmd, "--data <file>", "training rows, jsonl (image, name, code[, memory]" + (kind === "ppo" ? ", adv, vllm_logp)" : ")"));
+  jobOption(cmd, "--out <dir>", "output folder: adapter" + (kind === "ppo" ? ", optimizer.safetensors, stats.json" : ", valid.json"));
+  cmd
     .requiredOption("--model <dir>", "Hugging Face Qwen3.5 checkpoint folder (config, safetensors, tokenizer, preprocessor)")
     .option("--epochs <n>", `passes over --data (default: ${d.epochs})`, positiveInt("--epochs"))
     .option("--lr <x>", `learning rate (default: ${d.lr.toExponential()}${kind === "sft" ? ", warm-up 10 updates then cosine" : ", constant"})`, positiveFloat("--lr"))
@@ -67,22 +85,32 @@ function trainSubcommand(kind: JobKind): Command {
       .option("--adapter <dir>", "start from this adapter instead of a new one (default: a new LoRA)")
       .option("--max-updates <n>", "stop after this many updates (default: epochs x batches)", positiveInt("--max-updates"));
   } else {
+    jobOption(cmd, "--adapter <dir>", "adapter to continue (its optimizer.safetensors or seed optimizer.pt is loaded)");
+    jobOption(cmd, "--ref <dir>", "frozen reference adapter of the KL term (the SFT adapter)");
     cmd
-      .requiredOption("--adapter <dir>", "adapter to continue (its optimizer.safetensors or seed optimizer.pt is loaded)")
-      .requiredOption("--ref <dir>", "frozen reference adapter of the KL term (the SFT adapter)")
       .option("--accumulation <n>", `forwards per optimizer update (default: ${JOB_DEFAULTS.accumulation})`, positiveInt("--accumulation"), JOB_DEFAULTS.accumulation)
       .option("--tis-cap <x>", "truncated importance sampling: weight each row by min(exp(old - vllm_logp), x) (default: off)", positiveFloat("--tis-cap"))
       .option("--mismatch-stats", "add sampler/trainer mismatch statistics (k1, k3, ESS) to stats.json (default: off)", false);
   }
-  return cmd.action(async (raw: RawOptions) => {
-    try {
-      await trainAction(kind, raw);
-    } catch (err) {
-      if (!isTrainInputError(err)) throw err;
-      process.stderr.write(`rlloop train ${kind}: ${err.message}\n`);
-      process.exitCode = 2;
-    }
-  });
+  return cmd;
+}
+
+/**
+ * `rlloop train <kind>` flags (no `train <kind>` in front) → the options commander gives the action, for callers that
+ * run training without the CLI (the daemon's resident trainer). A bad or missing flag is a TrainInputError with
+ * commander's message. Without `jobFlags`, see trainOptions.
+ */
+export function parseTrainFlags(kind: JobKind, flags: string[], jobFlags = true): RawOptions {
+  const cmd = trainOptions(kind, jobFlags)
+    .exitOverride()
+    .configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
+  try {
+    cmd.parse(flags, { from: "user" });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    throw new TrainInputError(err.message.replace(/^error: /, ""), { cause: err });
+  }
+  return cmd.opts<RawOptions>();
 }
 
 async function trainAction(kind: JobKind, raw: RawOptions): Promise<void> {
@@ -106,18 +134,36 @@ async function trainAction(kind: JobKind, raw: RawOptions): Promise<void> {
 
 /** Flags → a TrainJob with the seed's defaults, the model spec and the rank count; input files checked here. */
 export async function resolveOptions(kind: JobKind, raw: RawOptions): Promise<{ job: TrainJob; model: ModelSpec; ranks: number }> {
+  const job = await resolveJob(kind, raw, null);
+  return { job, ...(await resolveModel(raw)) };
+}
+
+/** The model part of the flags (--model, --device, --dtype, --checkpointing, --gpus); the folder is checked here. */
+export async function resolveModel(raw: Pick<RawOptions, "model" | "device" | "dtype" | "checkpointing" | "gpus">): Promise<{ model: ModelSpec; ranks: number }> {
+  await mustHave(raw.model, "--model", ["config.json", "tokenizer.json", "preprocessor_config.json"]);
+  const device = raw.device ?? (visibleGpus() > 0 ? "cuda" : "cpu");
+  const ranks = raw.gpus ?? (device === "cpu" ? 1 : Math.max(1, visibleGpus()));
+  const model: ModelSpec = {
+    dir: raw.model,
+    device: device === "cpu" ? "cpu" : "cuda:0",
+    dtype: raw.dtype ?? (device === "cpu" ? "float32" : "bfloat16"),
+    checkpointing: raw.checkpointing,
+  };
+  return { model, ranks };
+}
+
+/** One run's part of the flags, with the seed's defaults; its input files are checked here. */
+export async function resolveJob(kind: JobKind, raw: RawOptions, imageBase: string | null): Promise<TrainJob> {
   await mustExist(raw.data, "--data", "file");
   if (raw.valid !== undefined) await mustExist(raw.valid, "--valid", "file");
   if (raw.prompt !== undefined) await mustExist(raw.prompt, "--prompt", "file");
-  await mustHave(raw.model, "--model", ["config.json", "tokenizer.json", "preprocessor_config.json"]);
   if (raw.adapter !== undefined) await mustHave(raw.adapter, "--adapter", ["adapter_config.json", "adapter_model.safetensors"]);
   if (raw.ref !== undefined) await mustHave(raw.ref, "--ref", ["adapter_config.json", "adapter_model.safetensors"]);
-  const device = raw.device ?? (visibleGpus() > 0 ? "cuda" : "cpu");
-  const ranks = raw.gpus ?? (device === "cpu" ? 1 : Math.max(1, visibleGpus()));
   const d = JOB_DEFAULTS[kind];
-  const job: TrainJob = {
+  return {
     kind,
     data: raw.data,
+    imageBase,
     valid: raw.valid ?? null,
     adapter: raw.adapter ?? null,
     ref: raw.ref ?? null,
@@ -132,20 +178,13 @@ export async function resolveOptions(kind: JobKind, raw: RawOptions): Promise<{ 
     tisCap: raw.tisCap ?? null,
     mismatchStats: raw.mismatchStats ?? false,
   };
-  const model: ModelSpec = {
-    dir: raw.model,
-    device: device === "cpu" ? "cpu" : "cuda:0",
-    dtype: raw.dtype ?? (device === "cpu" ? "float32" : "bfloat16"),
-    checkpointing: raw.checkpointing,
-  };
-  return { job, model, ranks };
 }
 
 /** Rows and their frames are validated before any model is loaded (the recipes read them again). */
-async function checkRows(job: TrainJob): Promise<void> {
-  const rows = await readRows(job.data, job.kind);
+export async function checkRows(job: TrainJob): Promise<void> {
+  const rows = await readRows(job.data, job.kind, "--data", job.imageBase);
   await checkImages(rows, job.data);
-  if (job.valid !== null) await checkImages(await readRows(job.valid, "sft", "--valid"), job.valid);
+  if (job.valid !== null) await checkImages(await readRows(job.valid, "sft", "--valid", job.imageBase), job.valid);
 }
 
 /** GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else the /dev/nvidiaN device files. */

@@ -18,6 +18,7 @@ export type JobKind = "sft" | "ppo";
 export interface TrainJob {
   kind: JobKind;
   data: string; // jsonl rows
+  imageBase: string | null; // folder that relative image paths of the rows resolve against; null = the working directory
   valid: string | null; // sft: validation rows (accuracy before training and after each epoch)
   adapter: string | null; // ppo: the adapter to continue; sft: optional starting adapter (else a fresh LoRA)
   ref: string | null; // ppo: the frozen reference adapter of the KL term

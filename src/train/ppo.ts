@@ -43,7 +43,7 @@ interface FixedLogprobs {
 }
 
 export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
-  const rows = await readRows(job.data, "ppo");
+  const rows = await readRows(job.data, "ppo", "--data", job.imageBase);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined));
   await model.loadAdapter(POLICY, job.adapter!);
   await model.loadAdapter(REFERENCE, job.ref!);

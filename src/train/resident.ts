@@ -1,7 +1,10 @@
 // The resident trainer: N rank processes (execa, one per GPU, or CPU ranks over Gloo), each keeping the base
-// model loaded, taking one job after another over IPC. The daemon keeps one for the life of the loop (its
-// RoundTrainer in src/loop/trainer.ts wraps it); `rlloop train --gpus N` (N > 1) starts one for a single job.
-// A rank that dies rejects the job in flight and closes the trainer; the daemon restarts it.
+// model loaded, taking one job after another over IPC. The daemon keeps one for the life of the loop
+// (src/loop/resident-trainer.ts wraps it as its RoundTrainer); `rlloop train --gpus N` (N > 1) starts one for a
+// single job.
+// Failure rules: a rank that dies, or one that fails a job while the others may be waiting for it inside a
+// collective, ends every rank (the group cannot be resynchronised): the job in flight rejects and the trainer is
+// closed; its owner starts a new one. A single rank that fails a job stays usable (it has no peers to wait for).
 import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,42 +19,67 @@ export interface ResidentOptions {
   ranks: number;
   masterAddr?: string; // default 127.0.0.1
   masterPort?: number; // default: a free port
-  log: Logger;
+  env?: Record<string, string>; // extra environment of the rank processes (e.g. CUDA_VISIBLE_DEVICES)
+  log: Logger; // its level is the ranks' log level
 }
 
 type RankProcess = ResultPromise<{ ipc: true; serialization: "json"; stdout: "inherit"; stderr: "inherit" }>;
 
+/** An error a rank reported or its exit; `rank` says which. */
+export class RankError extends Error {
+  override readonly name: string;
+  constructor(readonly rank: number, message: string, name = "RankError") {
+    super(message);
+    this.name = name;
+  }
+}
+
 export class ResidentTrainer {
   private nextId = 0;
   private queue: Promise<unknown> = Promise.resolve();
-  /** Settles when every rank process has exited (after stop(), or when one died). */
+  private stopping = false;
+  private dead: Error | null = null;
+  /** Settles when every rank process has exited (after stop() or kill(), or when one died). */
   readonly closed: Promise<void>;
 
   private constructor(private readonly processes: RankProcess[], private readonly log: Logger) {
     this.closed = Promise.allSettled(processes).then(() => undefined);
     for (const [rank, p] of processes.entries()) {
-      p.catch((err: Error) => {
-        log.error({ rank, err: err.message }, "rank process exited");
-        for (const other of processes) other.kill();
-      });
+      p.then(
+        () => this.exited(rank, null),
+        (err: Error) => this.exited(rank, err),
+      );
     }
   }
 
-  /** Starts the ranks and waits until each has loaded the model and joined the group. */
-  static async start({ model, ranks, masterAddr = "127.0.0.1", masterPort, log }: ResidentOptions): Promise<ResidentTrainer> {
+  /** Starts the ranks and waits until each has loaded the model and joined the group; the first failure ends all. */
+  static async start({ model, ranks, masterAddr = "127.0.0.1", masterPort, env = {}, log }: ResidentOptions): Promise<ResidentTrainer> {
     const port = masterPort ?? (await freePort());
     const processes = Array.from({ length: ranks }, (_, rank) =>
-      startRank({ model: rankModel(model, rank), rank, world: ranks, masterAddr, masterPort: port }),
+      startRank({ model: rankModel(model, rank), rank, world: ranks, masterAddr, masterPort: port }, { ...env, RLLOOP_LOG_LEVEL: log.level }),
     );
     const trainer = new ResidentTrainer(processes, log);
-    const answers = await Promise.all(processes.map((p) => p.getOneMessage() as Promise<FromRank>));
-    const failed = answers.find((a) => a.type === "failed");
-    if (failed?.type === "failed") {
-      await trainer.stop();
-      throw Object.assign(new Error(`rank ${failed.rank} failed to start: ${failed.error.message}`), { name: failed.error.name });
+    try {
+      await trainer.allAnswer((rank, answer) => {
+        if (answer.type === "failed") throw new RankError(rank, `rank ${rank} failed to start: ${answer.error.message}`, answer.error.name);
+        if (answer.type !== "ready") throw new RankError(rank, `rank ${rank} answered ${answer.type} before ready`);
+      });
+    } catch (err) {
+      trainer.kill();
+      await trainer.closed;
+      throw err;
     }
     log.info({ ranks, device: model.device }, "resident trainer ready");
     return trainer;
+  }
+
+  get ranks(): number {
+    return this.processes.length;
+  }
+
+  /** Why the ranks are gone (null while they run). */
+  get failure(): Error | null {
+    return this.dead;
   }
 
   /** Runs one job on every rank; resolves with rank 0's result. Jobs run one at a time, in call order. */
@@ -62,22 +90,60 @@ export class ResidentTrainer {
   }
 
   private async runNow(job: TrainJob): Promise<TrainResult> {
+    if (this.dead !== null) throw this.dead;
     const id = this.nextId++;
-    const replies = this.processes.map((p) => p.getOneMessage() as Promise<FromRank>);
-    await Promise.all(this.processes.map((p) => p.sendMessage({ type: "job", id, job } satisfies ToRank as never)));
-    const answers = await Promise.all(replies);
-    const bad = answers.find((a) => a.type === "result" && !a.ok);
-    if (bad?.type === "result" && !bad.ok) {
-      throw Object.assign(new Error(bad.error.message), { name: bad.error.name, rank: bad.rank });
+    const results: TrainResult[] = [];
+    const answers = this.allAnswer((rank, answer) => {
+      if (answer.type !== "result" || answer.id !== id) throw new RankError(rank, `rank ${rank} answered ${answer.type} to job ${id}`);
+      if (!answer.ok) throw new RankError(rank, answer.error.message, answer.error.name);
+      results[rank] = answer.result;
+    });
+    try {
+      await Promise.all(this.processes.map((p) => p.sendMessage({ type: "job", id, job } satisfies ToRank as never)));
+      await answers;
+    } catch (err) {
+      answers.catch(() => undefined);
+      // Peers of a failed rank may be blocked in a collective it will never join: end them all.
+      if (this.processes.length > 1) this.kill(err as Error);
+      throw this.dead ?? err;
     }
-    const first = answers[0]!;
-    if (first.type !== "result" || !first.ok) throw new Error(`rank 0 answered ${first.type} to job ${id}`);
-    return first.result;
+    return results[0]!;
   }
 
+  /** Waits for one message from every rank; rejects at the first rank whose message `check` refuses or that exits. */
+  private allAnswer(check: (rank: number, answer: FromRank) => void): Promise<void> {
+    return Promise.all(
+      this.processes.map(async (p, rank) => {
+        let answer: FromRank;
+        try {
+          answer = (await p.getOneMessage()) as FromRank;
+        } catch (err) {
+          throw this.dead ?? new RankError(rank, `rank ${rank} exited: ${(err as Error).message}`);
+        }
+        check(rank, answer);
+      }),
+    ).then(() => undefined);
+  }
+
+  /** Ends every rank now (SIGTERM, SIGKILL after 5 s); `why` is what later runs reject with. */
+  kill(why: Error = new Error("the resident trainer was killed")): void {
+    this.dead ??= why;
+    for (const p of this.processes) p.kill();
+  }
+
+  /** Asks every rank to stop after its current job and waits until all have exited. */
   async stop(): Promise<void> {
+    this.stopping = true;
+    this.dead ??= new Error("the resident trainer was stopped");
     await Promise.allSettled(this.processes.map((p) => p.sendMessage({ type: "stop" } satisfies ToRank as never)));
     await this.closed;
+  }
+
+  private exited(rank: number, err: Error | null): void {
+    if (this.stopping && err === null) return;
+    const why = new RankError(rank, `rank ${rank} exited: ${err?.message.split("\n")[0] ?? "without being asked to stop"}`);
+    if (this.dead === null) this.log.error({ rank, err: why.message }, "rank process exited");
+    this.kill(why);
   }
 }
 
@@ -86,7 +152,7 @@ function rankModel(model: ModelSpec, rank: number): ModelSpec {
 }
 
 /** A rank runs rank-process.ts: through tsx when rlloop runs from its TypeScript sources, else the compiled .js. */
-function startRank(spec: RankSpec): RankProcess {
+function startRank(spec: RankSpec, env: Record<string, string>): RankProcess {
   const here = fileURLToPath(import.meta.url);
   const fromSource = here.endsWith(".ts");
   const entry = join(dirname(here), fromSource ? "rank-process.ts" : "rank-process.js");
@@ -96,7 +162,8 @@ function startRank(spec: RankSpec): RankProcess {
     serialization: "json",
     stdout: "inherit",
     stderr: "inherit",
-    env: { [RANK_SPEC_ENV]: JSON.stringify(spec) },
+    forceKillAfterDelay: 5000,
+    env: { ...env, [RANK_SPEC_ENV]: JSON.stringify(spec) },
   });
 }
 

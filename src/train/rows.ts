@@ -4,6 +4,7 @@
 // digits, `memory` the two 0/1 strings of the decision's prompt. Unknown fields are ignored. Every row of one file
 // must have the same code length: the seed scores the last len(code) + 1 tokens of each row of a batch.
 import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
 import { z } from "zod";
 import { TrainInputError, shown } from "./errors.js";
 
@@ -27,8 +28,12 @@ export type PpoRow = z.infer<typeof PpoRowSchema> & { line: number };
 export type RowKind = "sft" | "ppo";
 export type RowOf<K extends RowKind> = K extends "ppo" ? PpoRow : SftRow;
 
-/** Reads and validates a jsonl file; `flag` names the option it came from, for messages. */
-export async function readRows<K extends RowKind>(path: string, kind: K, flag = "--data"): Promise<RowOf<K>[]> {
+/**
+ * Reads and validates a jsonl file; `flag` names the option it came from, for messages. With `imageBase`, relative
+ * image paths are resolved against it (the resident trainer's rounds: paths relative to the round folder); without,
+ * they stay as written, relative to the working directory as in the seed.
+ */
+export async function readRows<K extends RowKind>(path: string, kind: K, flag = "--data", imageBase: string | null = null): Promise<RowOf<K>[]> {
   const text = await readText(path, flag);
   const schema = kind === "ppo" ? PpoRowSchema : SftRowSchema;
   const rows: RowOf<K>[] = [];
@@ -36,8 +41,9 @@ export async function readRows<K extends RowKind>(path: string, kind: K, flag = 
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim();
     if (line === "") continue;
-    const row = parseRow(line, schema, `${path} line ${i + 1}`) as object;
-    rows.push({ ...row, line: i + 1 } as RowOf<K>);
+    const row = parseRow(line, schema, `${path} line ${i + 1}`) as SftRow;
+    const image = imageBase === null ? row.image : resolve(imageBase, row.image);
+    rows.push({ ...row, image, line: i + 1 } as RowOf<K>);
   }
   if (rows.length === 0) throw new TrainInputError(`${flag} ${path}: no rows (the file is empty)`);
   checkCodeLengths(rows, path);

@@ -1,7 +1,8 @@
 // Import of a seed run's optimizer.pt (a torch pickle keyed by parameter index): converted once by
 // scripts/import_seed_optimizer.py with the venv's torch + transformers + PEFT, which rebuild the seed's parameter
-// order. The result is cached under the OS temp folder, keyed by the file's size and mtime.
-import { readFileSync } from "node:fs";
+// order. The result is cached under the OS temp folder, keyed by the file's path, size and mtime and the adapter
+// and model folders (the sidecar JSON, written last and atomically, marks a finished conversion).
+import { existsSync, readFileSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -26,8 +27,9 @@ export function venvPython(): string {
 /** Converts `ptPath` and returns the path of the equivalent optimizer.safetensors. */
 export async function importSeedOptimizer(ptPath: string, adapterDir: string, modelDir: string): Promise<string> {
   const info = await stat(ptPath);
-  const key = createHash("sha256").update(`${resolve(ptPath)}:${info.size}:${info.mtimeMs}`).digest("hex").slice(0, 16);
+  const key = createHash("sha256").update(`${resolve(ptPath)}:${info.size}:${info.mtimeMs}:${resolve(adapterDir)}:${resolve(modelDir)}`).digest("hex").slice(0, 16);
   const out = join(tmpdir(), `rlloop-seed-optimizer-${key}`, "optimizer.safetensors");
+  if (existsSync(out.replace(/\.safetensors$/, ".json"))) return out;
   try {
     await execa(venvPython(), [SCRIPT, ptPath, adapterDir, modelDir, out]);
   } catch (err) {

@@ -30,8 +30,8 @@ export interface SftResult {
 }
 
 export async function runSft(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<SftResult> {
-  const rows = await readRows(job.data, "sft");
-  const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid");
+  const rows = await readRows(job.data, "sft", "--data", job.imageBase);
+  const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid", job.imageBase);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined));
   await setUpAdapter(model, job);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);

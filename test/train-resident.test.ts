@@ -1,0 +1,102 @@
+// The daemon's resident trainer (src/loop/resident-trainer.ts): two PPO rounds through one set of rank processes (2
+// Gloo ranks on CPU, the tiny Qwen3.5 "a"), each round a folder with train.jsonl whose frames are relative paths, as
+// the daemon writes them. Round 1 starts from a seed round's adapter and optimizer.pt; round 2 continues round 1's
+// adapter and optimizer state. Each round's adapter, optimizer state and stats.json must equal, bit for bit (tolerance
+// 0), those of the one-shot `rlloop train ppo --gpus 2` on the same rows: the model kept loaded between rounds
+// carries nothing from one round into the next. A round with a missing frame fails its attempt and names the row.
+import { copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ResidentRoundTrainer } from "../src/loop/resident-trainer.js";
+import type { TrainJob } from "../src/loop/trainer.js";
+import { readSafetensors } from "./helpers/safetensors.js";
+import { figure, rlloopTrain, trainFixture } from "./helpers/train-run.js";
+
+const FLAGS = ["--batch", "1", "--accumulation", "2", "--lr", "3e-5", "--gpus", "2", "--device", "cpu", "--dtype", "float32"];
+const STATS = ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs", "rows"] as const;
+
+describe("train resident - the daemon's RoundTrainer keeps the model loaded between rounds", () => {
+  let fx: string;
+  let work: string;
+  let trainer: ResidentRoundTrainer;
+
+  /** A round folder as the daemon assembles it: frames/ and train.jsonl naming them relative to the folder. */
+  const roundFolder = async (round: number, mangle = (row: Record<string, unknown>) => row): Promise<string> => {
+    const dir = join(work, `round-${round}`);
+    await mkdir(join(dir, "frames"), { recursive: true });
+    const rows = (await readFile(join(fx, "ppo.jsonl"), "utf8")).trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    for (const row of rows) {
+      const name = basename(row.image as string);
+      await copyFile(row.image as string, join(dir, "frames", name));
+      row.image = `frames/${name}`;
+    }
+    await writeFile(join(dir, "train.jsonl"), rows.map((r) => JSON.stringify(mangle(r))).join("\n") + "\n");
+    return dir;
+  };
+  const job = (round: number, dir: string, parent: string, seed: number): TrainJob => ({
+    round, roundDir: dir, trainJsonl: join(dir, "train.jsonl"), parentAdapter: parent, refAdapter: join(fx, "ref"),
+    outDir: join(dir, "adapter.tmp"), seed, attempt: 1,
+  });
+  const cli = (parent: string, out: string, seed: number) => rlloopTrain([
+    "ppo", "--model", join(fx, "model"), "--prompt", join(fx, "prompt.jinja"), "--data", join(fx, "ppo.jsonl"),
+    "--adapter", parent, "--ref", join(fx, "ref"), "--out", out, "--seed", String(seed), ...FLAGS,
+  ]);
+
+  beforeAll(async () => {
+    fx = await trainFixture();
+    work = await mkdtemp(join(tmpdir(), "rlloop-train-resident-"));
+    trainer = new ResidentRoundTrainer({
+      args: ["--model", join(fx, "model"), "--prompt", join(fx, "prompt.jinja"), ...FLAGS],
+      log: pino({ level: "warn" }),
+    });
+    await trainer.start();
+  });
+
+  afterAll(async () => {
+    await trainer?.close();
+  });
+
+  it("runs two rounds, the second continuing the first's optimizer state; each equals the one-shot CLI run", async () => {
+    const first = job(1, await roundFolder(1), join(fx, "seed-round"), 1);
+    const stats1 = await trainer.train(first);
+    const second = job(2, await roundFolder(2), first.outDir, 2);
+    const stats2 = await trainer.train(second);
+
+    await cli(join(fx, "seed-round"), join(work, "cli-1"), 1);
+    await cli(join(work, "cli-1"), join(work, "cli-2"), 2);
+    for (const [round, stats, out] of [[1, stats1, first.outDir], [2, stats2, second.outDir]] as const) {
+      const expected = JSON.parse(await readFile(join(work, `cli-${round}`, "stats.json"), "utf8")) as Record<string, number>;
+      for (const field of STATS) expect(stats[field], `round ${round} ${field}`).toBe(expected[field]);
+      figure(`resident round ${round}: adapter vs one-shot CLI, max |difference|`, await maxDifference(out, join(work, `cli-${round}`), "adapter_model.safetensors"), 0);
+      figure(`resident round ${round}: AdamW moments vs one-shot CLI, max |difference|`, await maxDifference(out, join(work, `cli-${round}`), "optimizer.safetensors"), 0);
+    }
+    const steps = async (dir: string) => (JSON.parse(await readFile(join(dir, "optimizer.json"), "utf8")) as { step: number }).step;
+    const seedSteps = 2; // scripts/reference/train_fixture.py write_seed_round
+    expect(await steps(first.outDir)).toBe(seedSteps + 4); // 2 epochs × 2 updates
+    expect(await steps(second.outDir)).toBe(seedSteps + 8);
+  });
+
+  it("fails a round whose frame is missing, naming the row, and trains the next round on the same ranks", async () => {
+    const dir = await roundFolder(3, (row) => (row.image === "frames/img2.png" ? { ...row, image: "frames/missing.png" } : row));
+    await expect(trainer.train(job(3, dir, join(fx, "seed-round"), 3))).rejects.toThrow(
+      /resident trainer: round 3 \(attempt 1\): .*train\.jsonl line [38]: image .*frames\/missing\.png: cannot read \(no such file\)/,
+    );
+    const stats = await trainer.train(job(4, await roundFolder(4), join(fx, "seed-round"), 1));
+    expect(stats.rows).toBe(8);
+  });
+});
+
+/** Largest absolute difference between the same-named tensors of two folders' `file` (the same keys required). */
+async function maxDifference(actualDir: string, expectedDir: string, file: string): Promise<number> {
+  const [actual, expected] = await Promise.all([readSafetensors(join(actualDir, file)), readSafetensors(join(expectedDir, file))]);
+  expect([...actual.keys()].sort()).toEqual([...expected.keys()].sort());
+  let worst = 0;
+  for (const [key, want] of expected) {
+    const got = actual.get(key)!.data;
+    for (let i = 0; i < want.data.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want.data[i]!));
+  }
+  expect(worst, file).toBe(0);
+  return worst;
+}
