@@ -3,7 +3,8 @@
 // the daemon writes them. Round 1 starts from a seed round's adapter and optimizer.pt; round 2 continues round 1's
 // adapter and optimizer state. Each round's adapter, optimizer state and stats.json must equal, bit for bit (tolerance
 // 0), those of the one-shot `rlloop train ppo --gpus 2` on the same rows: the model kept loaded between rounds
-// carries nothing from one round into the next. A round with a missing frame fails its attempt and names the row.
+// carries nothing from one round into the next. A round with a missing frame fails its attempt and names the row;
+// a killed rank is replaced by new ranks.
 import { copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
@@ -85,6 +86,21 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     );
     const stats = await trainer.train(job(4, await roundFolder(4), join(fx, "seed-round"), 1));
     expect(stats.rows).toBe(8);
+  });
+
+  it("replaces the ranks after one is killed: at most the next attempt fails (naming the rank), the one after trains", async () => {
+    const before = await trainer.rankPids();
+    expect(before).toHaveLength(2);
+    process.kill(before[1]!, "SIGKILL");
+    const dir = await roundFolder(5);
+    // Whether the death is noticed before this attempt starts or during it is a race; either outcome is allowed.
+    const first = await trainer.train(job(5, dir, join(fx, "seed-round"), 1)).catch((err: Error) => err);
+    if (first instanceof Error) expect(first.message).toMatch(/resident trainer failed on round 5 \(attempt 1\): rank \d exited/);
+    const stats = await trainer.train({ ...job(5, dir, join(fx, "seed-round"), 1), attempt: 2 });
+    expect(stats.rows).toBe(8);
+    const after = await trainer.rankPids();
+    expect(after).toHaveLength(2);
+    expect(after.some((pid) => before.includes(pid))).toBe(false);
   });
 });
 

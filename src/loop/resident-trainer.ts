@@ -67,6 +67,12 @@ export class ResidentRoundTrainer implements RoundTrainer {
     return readTrainerOutput(job.outDir);
   }
 
+  /** Process ids of the running ranks, by rank; empty while none run (not started yet, or ended). */
+  async rankPids(): Promise<number[]> {
+    const trainer = await this.#ranks?.catch(() => null);
+    return trainer && trainer.failure === null ? trainer.pids : [];
+  }
+
   /** Stops the ranks (after the round in flight, if any); later rounds fail. */
   async close(): Promise<void> {
     this.#closed = true;

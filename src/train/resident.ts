@@ -77,6 +77,11 @@ export class ResidentTrainer {
     return this.processes.length;
   }
 
+  /** Process ids of the ranks, by rank. */
+  get pids(): number[] {
+    return this.processes.map((p) => p.pid ?? -1);
+  }
+
   /** Why the ranks are gone (null while they run). */
   get failure(): Error | null {
     return this.dead;
