@@ -28,12 +28,13 @@ rlloop() {  # rlloop NAME MODE FLAGS...
   local name=$1; shift
   timeout "${RUN_TIMEOUT:-400}" node bin/rlloop.js train "$@" --model "$MODEL" --prompt bench/gpu/prompt.jinja --device cuda --gpus 1 \
     --out "$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
-  grep -E '"msg":"(ppo|sft) (start|done)"' "$OUT/$name.log" | cut -c1-400
+  grep -E '"msg":"(job|ppo|sft) (start|done)"' "$OUT/$name.log" | cut -c1-400
 }
 for w in $WHICH; do
   echo "== $w"
   case $w in
     rlloop) rlloop rlloop-ppo ppo "${PPO_FLAGS[@]}" ;;
+    rlloop-nockpt) rlloop rlloop-nockpt-ppo ppo "${PPO_FLAGS[@]}" --checkpointing off ;;
     rlloop-sft) rlloop rlloop-sft sft "${SFT_FLAGS[@]}" ;;
     seed) seed seed-ppo ppo "${PPO_FLAGS[@]}" ;;
     seed-sft) seed seed-sft sft "${SFT_FLAGS[@]}" ;;

@@ -1,10 +1,11 @@
 """Reads the logs ppo_bench.sh writes under OUT and prints the side-by-side table: wall time of the round after
 the model is loaded, rows/s, peak GPU memory, and the ratio seed / rlloop.
-rlloop: from its "ppo start"/"sft start" log line to "... done" (pino JSON, ms); seed: seed_timed.py's SEED_TIMING.
+rlloop: from its "job start" log line (model loaded) to "job done" (pino JSON); seed: seed_timed.py's SEED_TIMING.
 Usage: python3 ppo_report.py OUT ROWS
 """
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 
 
@@ -15,12 +16,12 @@ def rlloop_time(log: Path):
         if not line.startswith("{"):
             continue
         entry = json.loads(line)
-        if entry.get("msg", "").endswith(" start"):
-            start = entry["time"]
-        if entry.get("msg", "").endswith(" done"):
-            end = entry["time"]
-            peak = entry.get("result", {}).get("peak_gpu_gib") or entry.get("peakGpuGib")
-    return None if start is None or end is None else ((end - start) / 1000, peak)
+        if entry.get("msg") == "job start":
+            start = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+        if entry.get("msg") == "job done":
+            end = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+            peak = entry.get("peakGpuGiB")
+    return None if start is None or end is None else (end - start, peak)
 
 
 def seed_time(log: Path):
@@ -34,7 +35,7 @@ def seed_time(log: Path):
 def main():
     out, rows = Path(sys.argv[1]), int(sys.argv[2])
     table = {}
-    for name, reader in (("rlloop-ppo", rlloop_time), ("seed-ppo", seed_time), ("seed-fla-ppo", seed_time),
+    for name, reader in (("rlloop-ppo", rlloop_time), ("rlloop-nockpt-ppo", rlloop_time), ("seed-ppo", seed_time), ("seed-fla-ppo", seed_time),
                          ("rlloop-sft", rlloop_time), ("seed-sft", seed_time), ("seed-fla-sft", seed_time)):
         log = out / f"{name}.log"
         if log.exists() and (t := reader(log)):

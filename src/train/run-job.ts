@@ -1,6 +1,6 @@
 // One job on a loaded model: the recipe for its kind, then the job's adapters are dropped so a resident rank
 // can take the next job on the same base model.
-import type { Model } from "../native.js";
+import { deviceMemoryStats, resetPeakMemoryStats, type Model } from "../native.js";
 import type { ModelSpec, TrainJob } from "./job.js";
 import { POLICY, REFERENCE, runPpo, type PpoResult } from "./ppo.js";
 import type { RankContext } from "./rank-context.js";
@@ -9,8 +9,16 @@ import { runSft, type SftResult } from "./sft.js";
 export type TrainResult = SftResult | PpoResult;
 
 export async function runJob(ctx: RankContext, model: Model, spec: ModelSpec, job: TrainJob): Promise<TrainResult> {
+  // "job start"/"job done" bracket everything after the model load (adapters, fixed log-probs, training, saving):
+  // the span benchmarks compare, with the job's peak GPU memory.
+  resetPeakMemoryStats(model.info.device);
+  const began = performance.now();
+  ctx.log.info({ kind: job.kind }, "job start");
   try {
-    return job.kind === "sft" ? await runSft(ctx, model, spec.dir, job) : await runPpo(ctx, model, spec.dir, job);
+    const result = job.kind === "sft" ? await runSft(ctx, model, spec.dir, job) : await runPpo(ctx, model, spec.dir, job);
+    const peakGpuGiB = deviceMemoryStats(model.info.device).peakAllocatedBytes / 2 ** 30;
+    ctx.log.info({ kind: job.kind, seconds: (performance.now() - began) / 1000, peakGpuGiB }, "job done");
+    return result;
   } finally {
     for (const name of [POLICY, REFERENCE]) if (model.adapterNames().includes(name)) model.removeAdapter(name);
   }
