@@ -16,7 +16,9 @@ describe("demo - the README's main command", () => {
     const { stdout } = await run(process.execPath, ["bin/rlloop.js", "demo", "--rounds", "2", "--rows", "8", "--work", work], {
       maxBuffer: 64 * 1024 * 1024,
     });
-    const table = stdout.trim().split("\n");
+    // pino JSON logs (daemon, trainer ranks) come first on stdout; the summary table is printed last
+    const lines = stdout.trim().split("\n");
+    const table = lines.slice(lines.findIndex((l) => l.startsWith("round ")));
     expect(table[0]).toMatch(/^round\s+adapter\s+rows\s+pg_loss/);
     expect(table.slice(1).map((l) => l.trim().split(/\s+/).slice(0, 3))).toEqual([
       ["1", "demo-r1", "8"],

@@ -83,6 +83,7 @@ const Adapter = z.strictObject({
 
 const Trainer = z.strictObject({
   command: z.array(z.string()).min(1).nullable().default(null),
+  resident: z.boolean().default(true),
   args: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),
   seed: nonNegativeInt().default(0),

@@ -32,6 +32,7 @@ import { PpoStats, type RoundSummary, type StatsEvent } from "./schema.js";
 import { startService } from "./service.js";
 import { StateStore, type StateRecord, type VersionedState } from "./state.js";
 import { statsEvent, StatsTicker } from "./stats.js";
+import { ResidentRoundTrainer } from "./resident-trainer.js";
 import { CliRoundTrainer, readTrainerOutput, type RoundTrainer } from "./trainer.js";
 
 /** Messages judged at once: frames decode on libuv's pool while the next message is parsed. */
@@ -39,7 +40,7 @@ const ADMIT_CONCURRENCY = 4;
 
 export interface DaemonOptions {
   config: Config;
-  /** default: CliRoundTrainer running trainer.command */
+  /** default: the resident trainer (trainer.resident, no trainer.command), else CliRoundTrainer */
   trainer?: RoundTrainer;
 }
 
@@ -77,7 +78,7 @@ export class Daemon {
     // before any child logger exists: pino children take their parent's level when created
     setLogLevel(options.config.log.level);
     this.log = logger("daemon", { policy: options.config.policy.name });
-    this.#trainer = options.trainer ?? new CliRoundTrainer(options.config.trainer);
+    this.#trainer = options.trainer ?? roundTrainer(options.config.trainer);
   }
 
   async start(): Promise<void> {
@@ -343,4 +344,12 @@ async function optionalSha(adapterDir: string): Promise<string | null> {
 
 function redactUrl(url: string): string {
   return url.replace(/\/\/[^@/]*@/g, "//[redacted]@");
+}
+
+/** The trainer of the config: resident ranks keep the model loaded between rounds; a custom command runs per round. */
+function roundTrainer(config: Config["trainer"]): RoundTrainer {
+  if (config.command === null && config.resident) {
+    return new ResidentRoundTrainer({ args: config.args, env: config.env, timeoutS: config.timeoutS });
+  }
+  return new CliRoundTrainer(config);
 }
