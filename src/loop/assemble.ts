@@ -5,7 +5,7 @@ import { mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { advantages, type Episode } from "./advantages.js";
 import type { AdvantageConfig } from "./config.js";
-import { sha256, writeFileAtomic } from "./files.js";
+import { sha256, writeFileAtomic } from "../files.js";
 import { writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, frameRowPath } from "./paths.js";
 import type { RolloutCompleted, RoundTrigger } from "./schema.js";

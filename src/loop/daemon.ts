@@ -17,7 +17,7 @@ import { connectNats, ensureStreams, type Nats } from "./connection.js";
 import { setPhase, type Buffered, type LoopContext } from "./context.js";
 import { ConfigError } from "./errors.js";
 import { EventPublisher } from "./events.js";
-import { sha256File } from "./files.js";
+import { sha256File } from "../files.js";
 import { HeldMessages } from "./held.js";
 import { Intake } from "./intake.js";
 import { readManifest } from "./manifest.js";

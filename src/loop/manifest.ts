@@ -4,7 +4,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { writeFileAtomic } from "./files.js";
+import { writeFileAtomic } from "../files.js";
 import { PpoStats, statsReplacer } from "./schema.js";
 
 export const MANIFEST_FILE = "manifest.json";

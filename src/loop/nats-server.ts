@@ -9,7 +9,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
-import { writeFileAtomic } from "./files.js";
+import { writeFileAtomic } from "../files.js";
 import { natsDir } from "./paths.js";
 
 export interface OwnServer {
@@ -29,7 +29,7 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
     return { url: `nats://${adopted.host}:${adopted.port}`, stop: () => stopPid(adopted.pid, infoFile) };
   }
   const port = config.nats.serverPort || (await freePort(config.nats.serverHost));
-  const child = await spawnServer(config.nats.serverBin, config.nats.serverHost, port, join(dir, "store"));
+  const child = await spawnNatsServer(config.nats.serverBin, config.nats.serverHost, port, join(dir, "store"));
   const pid = child.pid as number;
   await writeFileAtomic(infoFile, JSON.stringify({ pid, port, host: config.nats.serverHost }));
   log.info({ pid, port }, "started own nats-server");
@@ -73,7 +73,8 @@ function alive(pid: number): boolean {
   }
 }
 
-function spawnServer(bin: string, host: string, port: number, store: string): Promise<ChildProcess> {
+/** Starts `bin -js` on host:port with its store in `store`; resolves once it logs "Server is ready". */
+export function spawnNatsServer(bin: string, host: string, port: number, store: string): Promise<ChildProcess> {
   const child = spawn(bin, ["-js", "-a", host, "-p", String(port), "-sd", store], { stdio: ["ignore", "pipe", "pipe"] });
   return new Promise((resolveChild, reject) => {
     let output = "";

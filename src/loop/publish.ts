@@ -10,7 +10,7 @@ import { Readable } from "node:stream";
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm, type ObjectStore } from "@nats-io/obj";
-import { sha256File } from "./files.js";
+import { sha256File } from "../files.js";
 import { ADAPTER_FILES } from "./trainer.js";
 import { ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats } from "./schema.js";
 

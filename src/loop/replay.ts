@@ -11,7 +11,7 @@ import { trainJsonl, TRAIN_FILE, type RoundRollout } from "./assemble.js";
 import type { Config } from "./config.js";
 import { connectNats } from "./connection.js";
 import { ReplayMismatchError } from "./errors.js";
-import { sha256, writeFileAtomic } from "./files.js";
+import { sha256, writeFileAtomic } from "../files.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { readManifest, type Manifest } from "./manifest.js";
 import { runningOwnServerUrl } from "./nats-server.js";

@@ -9,7 +9,7 @@ import { assembleRound, TRAIN_FILE, type RoundRollout } from "./assemble.js";
 import { configHash } from "./config.js";
 import { setPhase, type Buffered, type LoopContext } from "./context.js";
 import { isStateConflict } from "./errors.js";
-import { sha256File } from "./files.js";
+import { sha256File } from "../files.js";
 import { checkGate } from "./gate.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
 import { incomingDir, roundDir } from "./paths.js";

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { PACKAGE_ROOT, type Config } from "./config.js";
 import { TrainerError } from "./errors.js";
-import { writeFileAtomic } from "./files.js";
+import { writeFileAtomic } from "../files.js";
 import { PpoStats } from "./schema.js";
 
 export type { PpoStats } from "./schema.js";

@@ -1,19 +1,8 @@
-// Output files written whole or not at all: a temporary name in the same folder, fsync, rename.
-import { mkdir, open, rename } from "node:fs/promises";
-import { dirname } from "node:path";
+// The trainer's output files (stats.json, valid.json, optimizer sidecars) go through the same durable write as the
+// daemon's (src/files.ts): a reader never sees a torn file.
+import { writeFileAtomic } from "../files.js";
 
-export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  const file = await open(tmp, "w");
-  try {
-    await file.writeFile(data);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await rename(tmp, path);
-}
+export { writeFileAtomic };
 
 export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
   await writeFileAtomic(path, JSON.stringify(value));

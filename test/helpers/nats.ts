@@ -1,11 +1,12 @@
 // A real nats-server for tests: JetStream on, loopback, a random free port, a temp store dir.
 // `restart()` keeps port and store (a server restart the clients must survive); `stop()` removes the store.
 // The binary: $RLLOOP_NATS_SERVER, else .rlloop/env.json's "natsServer", else nats-server on PATH.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { spawnNatsServer } from "../../src/loop/nats-server.js";
 
 export interface NatsServer {
   url: string;
@@ -42,29 +43,6 @@ export async function freePort(): Promise<number> {
 }
 
 /** Spawn nats-server and resolve once it logs readiness; rejects with its output if it exits first. */
-function spawnServer(port: number, storeDir: string): Promise<ChildProcess> {
-  const child = spawn(natsServerBinary(), ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  return new Promise((resolveChild, reject) => {
-    let output = "";
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes("Server is ready")) {
-        child.stdout?.off("data", onData);
-        child.stderr?.off("data", onData);
-        // keep draining so a chatty server never blocks on a full pipe
-        child.stdout?.resume();
-        child.stderr?.resume();
-        resolveChild(child);
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", onData);
-    child.once("error", reject);
-    child.once("exit", (code) => reject(new Error(`nats-server exited with ${code} before ready:\n${output}`)));
-  });
-}
 
 function waitExit(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -74,7 +52,7 @@ function waitExit(child: ChildProcess): Promise<void> {
 export async function startNatsServer(): Promise<NatsServer> {
   const storeDir = mkdtempSync(join(tmpdir(), "rlloop-nats-"));
   const port = await freePort();
-  let child: ChildProcess | null = await spawnServer(port, storeDir);
+  let child: ChildProcess | null = await spawnNatsServer(natsServerBinary(), "127.0.0.1", port, storeDir);
   const shutdown = async () => {
     if (!child) return;
     const exiting = waitExit(child);
@@ -89,7 +67,7 @@ export async function startNatsServer(): Promise<NatsServer> {
     shutdown,
     async restart() {
       await shutdown();
-      child = await spawnServer(port, storeDir);
+      child = await spawnNatsServer(natsServerBinary(), "127.0.0.1", port, storeDir);
     },
     async stop() {
       await shutdown();
