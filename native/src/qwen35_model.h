@@ -58,7 +58,9 @@ class Qwen35Model {
   std::unique_ptr<VisionTower> vision_;
 
   at::Tensor embed(PreparedBatch& batch);
-  bool use_checkpointing(const PreparedBatch& batch) const;
+  // How many leading decoder layers recompute their forward in backward (Checkpointing: on = all, off = none,
+  // auto = as many as needed to keep the rest's activations within a budget on an accelerator; none on the CPU).
+  size_t checkpointed_layers(const PreparedBatch& batch) const;
   std::vector<at::Tensor> trainable_tensors(size_t layer, const std::string* adapter);
 };
 
