@@ -3,10 +3,11 @@
 // publishing rollouts served by the newest adapter, and the daemon training a real PPO round per batch with
 // `rlloop train ppo` and publishing each adapter. It waits for every round's announcement and prints a summary.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { logger } from "../log.js";
+import { venvPython } from "../python.js";
 import { PACKAGE_ROOT, parseConfig, type Config } from "./config.js";
 import { connectNats, type Nats } from "./connection.js";
 import { Daemon } from "./daemon.js";
@@ -59,7 +60,7 @@ function makeModel(work: string, log: Logger): { model: string; adapter: string 
   if (existsSync(join(files.adapter, "adapter_config.json"))) return files;
   mkdirSync(work, { recursive: true });
   log.info({ dir: join(work, "model-files") }, "generating a tiny random Qwen3.5 and a starting LoRA adapter");
-  execFileSync(findPython(), [join(PACKAGE_ROOT, "scripts", "demo_model.py"), CHAT_TEMPLATE, join(work, "model-files")], {
+  execFileSync(venvPython(), [join(PACKAGE_ROOT, "scripts", "demo_model.py"), CHAT_TEMPLATE, join(work, "model-files")], {
     stdio: ["ignore", "ignore", "inherit"],
   });
   return files;
@@ -125,12 +126,4 @@ function summarise(a: AdapterPublished): DemoRound {
     round: a.round, rows: a.stats.rows, name: a.name, sha256: a.sha256.slice(0, 12),
     pgLoss: a.stats.pg_loss, kl: a.stats.kl, clipFrac: a.stats.clip_frac, logpGap: a.stats.logp_gap,
   };
-}
-
-/** The setup's Python venv (RLLOOP_PYTHON, else .rlloop/env.json written by scripts/setup.sh). */
-function findPython(): string {
-  if (process.env.RLLOOP_PYTHON) return process.env.RLLOOP_PYTHON;
-  const envFile = join(PACKAGE_ROOT, ".rlloop", "env.json");
-  if (!existsSync(envFile)) throw new Error(`no Python environment: run scripts/setup.sh first (${envFile} is missing)`);
-  return (JSON.parse(readFileSync(envFile, "utf8")) as { python: string }).python;
 }

@@ -2,23 +2,23 @@
 // scripts/import_seed_optimizer.py with the venv's torch + transformers + PEFT, which rebuild the seed's parameter
 // order. The result is cached under the OS temp folder, keyed by the file's path, size and mtime and the adapter
 // and model folders (the sidecar JSON, written last and atomically, marks a finished conversion).
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash } from "node:crypto";
 import { execa } from "execa";
+import { venvPython as sharedVenvPython } from "../python.js";
 import { TrainInputError } from "./errors.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const SCRIPT = join(ROOT, "scripts", "import_seed_optimizer.py");
 
-/** The venv python (RLLOOP_PYTHON, else .rlloop/env.json written by scripts/setup.sh). */
+/** The venv python; a missing venv is an input error of this command. */
 export function venvPython(): string {
-  if (process.env.RLLOOP_PYTHON) return process.env.RLLOOP_PYTHON;
   try {
-    return (JSON.parse(readFileSync(join(ROOT, ".rlloop", "env.json"), "utf8")) as { python: string }).python;
+    return sharedVenvPython();
   } catch (err) {
     throw new TrainInputError("importing a seed optimizer.pt needs the Python venv: run scripts/setup.sh or set RLLOOP_PYTHON", { cause: err });
   }
