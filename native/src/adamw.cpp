@@ -1,4 +1,5 @@
 #include "adamw.h"
+#include "profiler.h"
 
 #include <c10/core/GradMode.h>
 
@@ -50,6 +51,7 @@ static void average_over_ranks(std::vector<at::Tensor>& params, const AdamW::Red
 
 double AdamW::step(double lr, double max_grad_norm, const Reducer& all_reduce_mean) {
   c10::NoGradGuard no_grad;
+  ProfileRange range("optimizer");
   ensure_state();
   if (all_reduce_mean) average_over_ranks(params_, all_reduce_mean);
   std::vector<at::Tensor> params, grads, m, v;

@@ -1,4 +1,5 @@
 #include "decoder_layer.h"
+#include "profiler.h"
 
 #include "rms_norm.h"
 
@@ -15,10 +16,12 @@ DecoderLayer::DecoderLayer(const TextConfig& c, LayerKind kind, const WeightScop
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const LayerInputs& in) const {
+  ProfileRange range(linear_attn_ ? "layer.linear_attention" : "layer.full_attention");
   at::Tensor normed = zero_centred_rms_norm(x, input_norm_, eps_);
   at::Tensor mixed = linear_attn_ ? linear_attn_->forward(normed, in.padding_mask, in.adapter)
                                   : self_attn_->forward(normed, in.rotary, in.adapter);
   at::Tensor h = x + mixed;
+  ProfileRange mlp_range("mlp");
   return h + mlp_.forward(zero_centred_rms_norm(h, post_norm_, eps_), in.adapter);
 }
 

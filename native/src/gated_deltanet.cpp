@@ -1,4 +1,5 @@
 #include "gated_deltanet.h"
+#include "profiler.h"
 
 #include <cmath>
 #include <limits>
@@ -58,7 +59,11 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   at::Tensor beta = at::sigmoid(b);                                          // model dtype, as transformers
   at::Tensor g = -at::exp(A_log_.to(at::kFloat)) * at::softplus(a.to(at::kFloat) + dt_bias_, 1.0, 20.0);
 
-  at::Tensor core = chunk_gated_delta_rule(repeat_heads(q, Hv / Hk), repeat_heads(k, Hv / Hk), v, g, beta).to(dtype);
+  at::Tensor core;
+  {
+    ProfileRange range("gdn.core");
+    core = chunk_gated_delta_rule(repeat_heads(q, Hv / Hk), repeat_heads(k, Hv / Hk), v, g, beta).to(dtype);
+  }
   core = gated_rms_norm(core, z, norm_weight_, eps_).reshape({B, L, Hv * dv});
   return out_proj_.forward(core, adapter);
 }

@@ -107,7 +107,7 @@ Napi::Promise AsyncRunner::run(Napi::Env env, const std::string& operation, Napi
     // BlockingCall only fails while the environment shuts down; the completion is then leaked on purpose
     // (its JS references may only be released on the JS thread).
     tsfn_.BlockingCall(c);
-  });
+  }, operation);
   return promise;
 }
 
@@ -120,7 +120,7 @@ void AsyncRunner::post(const std::string& operation, std::function<void()> work)
       describe_exception(std::current_exception(), message, code);
       if (deferred_error_.empty()) deferred_error_ = operation + ": " + message;
     }
-  });
+  }, operation);
 }
 
 }  // namespace rlloop

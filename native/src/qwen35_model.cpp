@@ -1,4 +1,5 @@
 #include "qwen35_model.h"
+#include "profiler.h"
 
 #include <c10/core/GradMode.h>
 
@@ -42,6 +43,7 @@ const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
   if (!batch.vision_features.defined() && batch.pixel_values.defined()) {
     RLLOOP_CHECK(vision_, Unsupported, "the batch has images but the model has no vision tower");
     c10::NoGradGuard no_grad;  // frozen tower: computed once per batch, never differentiated
+    ProfileRange range("vision");
     batch.vision_features = vision_->forward(batch.pixel_values, batch.grids).to(dtype_);
   }
   return batch.vision_features;
@@ -104,6 +106,7 @@ ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& o
   }
   if (options.record_hidden_states) out.hidden_states.push_back(zero_centred_rms_norm(x, final_norm_, config_.text.rms_norm_eps));
 
+  ProfileRange head_range("lm_head");
   // Norm and lm_head only at the scored positions: gather [B, K, hidden] first (the norm is per position).
   const int64_t hidden = x.size(-1);
   at::Tensor index = batch.logit_positions.unsqueeze(-1).expand({batch.B, batch.K, hidden});

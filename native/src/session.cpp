@@ -1,4 +1,5 @@
 #include "session.h"
+#include "profiler.h"
 
 #include <c10/core/GradMode.h>
 
@@ -73,6 +74,7 @@ BackwardResult ModelSession::backward(PreparedBatch& batch, const Objective& obj
   ObjectiveResult r = std::holds_alternative<SftObjective>(objective)
                           ? sft_objective(logp, std::get<SftObjective>(objective))
                           : ppo_objective(logp, std::get<PpoObjective>(objective));
+  ProfileRange range("backward");
   r.loss.backward();
   BackwardResult out;
   out.loss = r.loss.item<double>();

@@ -5,7 +5,7 @@ namespace rlloop {
 Worker::Worker() : thread_([this] { run(); }) {}
 
 Worker::~Worker() {
-  std::deque<std::function<void()>> dropped;
+  std::deque<Task> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -16,17 +16,17 @@ Worker::~Worker() {
   dropped.swap(queue_);
 }
 
-void Worker::post(std::function<void()> task) {
+void Worker::post(std::function<void()> task, std::string operation) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), std::move(operation)});
   }
   wake_.notify_one();
 }
 
 void Worker::run() {
   while (true) {
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -34,7 +34,9 @@ void Worker::run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();  // tasks catch their own exceptions (see js_async.cpp)
+    profiler_.before_task(task.operation);
+    task.run();  // tasks catch their own exceptions (see js_async.cpp)
+    profiler_.after_task();
   }
 }
 

@@ -5,7 +5,10 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include "profiler.h"
 
 namespace rlloop {
 
@@ -18,13 +21,19 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  void post(std::function<void()> task);
+  // `operation` names the task for the opt-in profiler (profiler.h).
+  void post(std::function<void()> task, std::string operation = {});
 
  private:
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> queue_;
+  struct Task {
+    std::function<void()> run;
+    std::string operation;
+  };
+  std::deque<Task> queue_;
   bool stopping_ = false;
+  TaskProfiler profiler_;
   std::thread thread_;
 
   void run();

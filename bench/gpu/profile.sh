@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Where the time of a PPO round goes, on the GPU machine: one rlloop PPO run (ROWS rows, same setup as
+# ppo_bench.sh) with the native module's Kineto profiler on two windows — the frozen old/ref log-prob pass and a
+# few training steps — then profile_report.py on each trace. Usage: bash bench/gpu/profile.sh [ROWS=64] [WINDOWS]
+source bench/gpu/device-env.sh
+OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
+ROWS=${1:-64}
+export RLLOOP_PROFILE_TRACE=/tmp/rlloop-trace.json
+export RLLOOP_PROFILE_WINDOWS=${2:-"logprobs#3:2,backward#7:5"}
+bash bench/gpu/ppo_bench.sh "$ROWS" rlloop
+grep -h "profile written" "$OUT"/rlloop-ppo.log || true
+for trace in /tmp/rlloop-trace-*.json; do
+  name=$(basename "$trace" .json)
+  python3 bench/gpu/profile_report.py "$trace" --top 30 --json "$OUT/$name.summary.json" | tee "$OUT/$name.txt"
+  gzip -1 -c "$trace" > "$OUT/$name.json.gz"
+done

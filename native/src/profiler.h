@@ -1,0 +1,47 @@
+// Opt-in GPU/CPU traces of windows of worker tasks through libtorch's Kineto profiler, for finding where the time
+// goes (bench/gpu/profile_report.py reads them). Off unless RLLOOP_PROFILE_TRACE names the output file.
+// RLLOOP_PROFILE_WINDOWS lists the windows, comma-separated, each "operation#k:count": start before the k-th task
+// (1-based) of that operation ("logprobs", "backward", "optimizer.step", ...) and trace `count` tasks of any kind
+// from there. Default "backward#9:6". Window i is written to the trace path with "-i" before its extension.
+#pragma once
+#include <ATen/record_function.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rlloop {
+
+class TaskProfiler {
+ public:
+  TaskProfiler();  // reads the environment
+  void before_task(const std::string& operation);
+  void after_task();
+
+ private:
+  struct Window {
+    std::string operation;
+    int64_t occurrence = 1, count = 1;
+  };
+  std::string trace_path_;
+  std::vector<Window> windows_;
+  std::map<std::string, int64_t> seen_;  // tasks seen per operation
+  int64_t active_ = -1;                  // index of the window being traced
+  int64_t remaining_ = 0;                // tasks left in it
+
+  std::string path_of(size_t window) const;
+};
+
+// A named range in the trace (a "user annotation"), free when no profiler is listening.
+class ProfileRange {
+ public:
+  explicit ProfileRange(const char* name) : guard_(at::RecordScope::USER_SCOPE) {
+    if (guard_.isActive()) guard_.before(name);
+  }
+
+ private:
+  at::RecordFunction guard_;
+};
+
+}  // namespace rlloop
