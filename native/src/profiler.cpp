@@ -65,8 +65,15 @@ void TaskProfiler::before_task(const std::string& operation) {
   }
 }
 
+TaskProfiler::~TaskProfiler() {
+  if (active_ >= 0) finish();
+}
+
 void TaskProfiler::after_task() {
-  if (active_ < 0 || --remaining_ > 0) return;
+  if (active_ >= 0 && --remaining_ == 0) finish();
+}
+
+void TaskProfiler::finish() {
   const std::string path = path_of(static_cast<size_t>(active_));
   active_ = -1;
   prof::disableProfiler()->save(path);

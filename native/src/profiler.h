@@ -16,6 +16,9 @@ namespace rlloop {
 class TaskProfiler {
  public:
   TaskProfiler();  // reads the environment
+  ~TaskProfiler();  // writes a window still open (the model was closed inside it)
+  TaskProfiler(const TaskProfiler&) = delete;
+  TaskProfiler& operator=(const TaskProfiler&) = delete;
   void before_task(const std::string& operation);
   void after_task();
 
@@ -31,6 +34,7 @@ class TaskProfiler {
   int64_t remaining_ = 0;                // tasks left in it
 
   std::string path_of(size_t window) const;
+  void finish();
 };
 
 // A named range in the trace (a "user annotation"), free when no profiler is listening.
