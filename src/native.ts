@@ -16,6 +16,8 @@ export interface LoadOptions {
   device?: Device;
   dtype?: DType;
   checkpointing?: Checkpointing;
+  /** Budget of the vision-feature cache (features of keyed images, on the model's device); 0 disables it. 4 GiB. */
+  visionCacheBytes?: number;
 }
 
 /** From preprocessor_config.json (qwen35.md §8). */
@@ -34,9 +36,19 @@ export interface ImagePatches {
   grid: [number, number, number]; // [t, gh, gw]
 }
 
+/**
+ * An image of a row. With a cacheKey, its vision features are kept in the model's vision cache once computed, and a
+ * later batch may omit pixelValues for that key while model.visionCached(key) is true.
+ */
+export interface ImageInput {
+  pixelValues?: Float32Array; // [gh*gw, 3*T*P*P], rows in merge-block order
+  grid: [number, number, number]; // [t, gh, gw]
+  cacheKey?: string;
+}
+
 export interface RowInput {
   inputIds: Int32Array; // the whole row, image pads already expanded (gh*gw/merge² per image)
-  images: ImagePatches[]; // one per <|vision_start|><|image_pad|>… block, in order
+  images: ImageInput[]; // one per <|vision_start|><|image_pad|>… block, in order
   scoreStart: number; // index of the first scored token
   scoreCount: number; // scored tokens = inputIds[scoreStart, scoreStart + scoreCount)
 }
@@ -132,6 +144,11 @@ export interface DeviceMemoryStats {
   reservedBytes: number;
 }
 
+export interface VisionCacheStats {
+  entries: number;
+  bytes: number;
+}
+
 /** A prepared batch (opaque): right-padded rows on the model's device; vision features cached on first use. */
 export interface Batch {
   readonly B: number;
@@ -157,6 +174,9 @@ interface NativeModel {
   adapterTensors(name: string): Promise<NamedTensors>;
   setAdapterTensors(name: string, tensors: NamedTensors): Promise<void>;
   gradients(name: string): Promise<NamedTensors>;
+  visionCached(key: string): boolean;
+  visionCacheStats(): VisionCacheStats;
+  clearVisionCache(): Promise<void>;
 }
 
 interface NativeOptimizer {
@@ -174,7 +194,7 @@ interface NativeProcessGroup {
 }
 
 interface Addon {
-  loadModel(dir: string, device: string, dtype: string, checkpointing: string): Promise<NativeModel>;
+  loadModel(dir: string, device: string, dtype: string, checkpointing: string, visionCacheBytes?: number): Promise<NativeModel>;
   preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches;
   deviceMemoryStats(device: string): DeviceMemoryStats;
   resetPeakMemoryStats(device: string): void;
@@ -243,7 +263,13 @@ export class Model {
 
   /** A Hugging Face Qwen3.5 folder (config.json + model.safetensors or an index with shards). */
   static async load(dir: string, opts: LoadOptions = {}): Promise<Model> {
-    const native = await addon().loadModel(dir, opts.device ?? "cpu", opts.dtype ?? "float32", opts.checkpointing ?? "auto");
+    const native = await addon().loadModel(
+      dir,
+      opts.device ?? "cpu",
+      opts.dtype ?? "float32",
+      opts.checkpointing ?? "auto",
+      opts.visionCacheBytes,
+    );
     return new Model(native);
   }
 
@@ -309,6 +335,20 @@ export class Model {
 
   async gradients(name: string): Promise<NamedTensors> {
     return this.native.gradients(name);
+  }
+
+  /** Whether the features of an image with this cacheKey are cached (prepare() then needs no pixels for it). */
+  visionCached(key: string): boolean {
+    return this.native.visionCached(key);
+  }
+
+  visionCacheStats(): VisionCacheStats {
+    return this.native.visionCacheStats();
+  }
+
+  /** Drops every cached vision feature, after the calls already made. */
+  async clearVisionCache(): Promise<void> {
+    return this.native.clearVisionCache();
   }
 }
 

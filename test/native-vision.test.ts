@@ -156,4 +156,49 @@ describe("native vision - tower features and M-RoPE positions through model.insp
       /image/,
     );
   });
+
+  it("vision cache: keyed images are computed once; later batches send only key and grid and read the same features", async () => {
+    const model = await Model.load(join(root, golden.model), { device: "cpu", dtype: "float32" });
+    const keyed = (rows: RowInput[], pixels: boolean): RowInput[] =>
+      rows.map((r, b) => ({
+        ...r,
+        images: r.images.map((img, i) => ({
+          grid: img.grid,
+          cacheKey: `${golden.rows[b]!.images[i]}`,
+          ...(pixels ? { pixelValues: img.pixelValues! } : {}),
+        })),
+      }));
+    const rows = await rowInputs();
+    const plain = await model.inspect(await model.prepare(rows), { adapter: null });
+    expect(model.visionCacheStats().entries).toBe(0);
+
+    const first = await model.inspect(await model.prepare(keyed(rows, true)), { adapter: null });
+    const distinct = new Set(golden.rows.flatMap((r) => r.images)).size;
+    const stats = model.visionCacheStats();
+    expect(stats.entries).toBe(distinct);
+    expect(stats.bytes).toBeGreaterThan(0);
+    for (const name of golden.rows.flatMap((r) => r.images)) expect(model.visionCached(name)).toBe(true);
+
+    const second = await model.inspect(await model.prepare(keyed(rows, false)), { adapter: null });
+    for (const result of [first, second]) {
+      result.visionFeatures.forEach((f, i) => expect(f).toEqual(plain.visionFeatures[i]));
+      expect(result.logits).toEqual(plain.logits);
+    }
+
+    await model.clearVisionCache();
+    expect(model.visionCacheStats()).toEqual({ entries: 0, bytes: 0 });
+    await expect(model.prepare(keyed(rows, false))).rejects.toThrow(/not in the model's vision cache/);
+    await expect(model.prepare([{ ...rows[0]!, images: [{ grid: rows[0]!.images[0]!.grid }] }])).rejects.toThrow(
+      /pixelValues must be a Float32Array \(or a cacheKey/,
+    );
+  });
+
+  it("vision cache: a zero budget keeps nothing and every batch needs its pixels", async () => {
+    const model = await Model.load(join(root, golden.model), { device: "cpu", dtype: "float32", visionCacheBytes: 0 });
+    const [row] = await rowInputs();
+    const keyedRow = { ...row!, images: row!.images.map((img, i) => ({ ...img, cacheKey: `k${i}` })) };
+    await model.logprobs(await model.prepare([keyedRow]), { adapter: null });
+    expect(model.visionCacheStats().entries).toBe(0);
+    expect(model.visionCached("k0")).toBe(false);
+  });
 });

@@ -9,7 +9,11 @@ namespace rlloop {
 
 namespace {
 
-void check_row(const RowInput& row, size_t index, const Qwen35Config& config, int64_t K) {
+bool is_cached(const ImageInput& img, const VisionCache* cache) {
+  return cache && !img.cache_key.empty() && cache->contains(img.cache_key);
+}
+
+void check_row(const RowInput& row, size_t index, const Qwen35Config& config, int64_t K, const VisionCache* cache) {
   const int64_t len = static_cast<int64_t>(row.input_ids.size());
   RLLOOP_CHECK(len > 0, Invalid, "row " << index << ": inputIds is empty");
   RLLOOP_CHECK(row.score_count == K, Invalid,
@@ -42,6 +46,13 @@ void check_row(const RowInput& row, size_t index, const Qwen35Config& config, in
     RLLOOP_CHECK(t >= 1 && gh > 0 && gw > 0 && gh % v.spatial_merge_size == 0 && gw % v.spatial_merge_size == 0, Invalid,
                  "row " << index << " image " << i << ": grid [" << t << ", " << gh << ", " << gw
                         << "] must be positive with gh, gw multiples of " << v.spatial_merge_size);
+    if (is_cached(img, cache)) {
+      expected += t * gh * gw / merge2;
+      continue;
+    }
+    RLLOOP_CHECK(img.pixel_values.defined(), Invalid,
+                 "row " << index << " image " << i << ": no pixelValues, and its cacheKey \"" << img.cache_key
+                        << "\" is not in the model's vision cache (cleared, full, or never computed)");
     RLLOOP_CHECK(img.pixel_values.dim() == 2 && img.pixel_values.size(0) == t * gh * gw &&
                      img.pixel_values.size(1) == patch_dim,
                  Shape,
@@ -58,14 +69,14 @@ void check_row(const RowInput& row, size_t index, const Qwen35Config& config, in
 }  // namespace
 
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
-                            at::Device device, const void* owner) {
+                            at::Device device, const void* owner, const VisionCache* cache) {
   RLLOOP_CHECK(!rows.empty(), Invalid, "prepare: no rows");
   PreparedBatch b;
   b.owner = owner;
   b.B = static_cast<int64_t>(rows.size());
   b.K = rows[0].score_count;
   for (size_t i = 0; i < rows.size(); ++i) {
-    check_row(rows[i], i, config, b.K);
+    check_row(rows[i], i, config, b.K, cache);
     b.lengths.push_back(static_cast<int64_t>(rows[i].input_ids.size()));
   }
   b.L = *std::max_element(b.lengths.begin(), b.lengths.end());
@@ -86,7 +97,11 @@ PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Confi
       grids.push_back(img.grid);
       b.grids.push_back(img.grid);
       b.image_tokens.push_back(img.grid[0] * img.grid[1] * img.grid[2] / (merge * merge));
+      b.image_keys.push_back(img.cache_key);
+      b.image_cached.push_back(is_cached(img, cache));
+      if (b.image_cached.back()) continue;
       pixels.push_back(img.pixel_values.to(at::kFloat));
+      b.fresh_grids.push_back(img.grid);
     }
     positions.select(1, r).narrow(1, 0, len).copy_(mrope_position_ids(row_ids, grids, config.image_token_id, merge));
     auto lp = logit_positions.accessor<int64_t, 2>();

@@ -6,12 +6,14 @@
 #include <vector>
 
 #include "config.h"
+#include "vision_cache.h"
 
 namespace rlloop {
 
 struct ImageInput {
-  at::Tensor pixel_values;  // [t*gh*gw, C*T*P*P] float32, CPU
+  at::Tensor pixel_values;  // [t*gh*gw, C*T*P*P] float32, CPU; may be undefined when cache_key is in the cache
   Grid grid;                // (t, gh, gw)
+  std::string cache_key;    // "" or the key of its vision features in the model's VisionCache
 };
 
 struct RowInput {
@@ -30,15 +32,19 @@ struct PreparedBatch {
   at::Tensor padding_mask;       // [B, L] model dtype (1 real, 0 pad); undefined when no row is padded
   at::Tensor logit_positions;    // [B, K] int64: score_start + j - 1 (the position whose logits predict token j)
   at::Tensor targets;            // [B, K] int64: input_ids[score_start + j]
-  at::Tensor pixel_values;       // [sum rows, C*T*P*P] float32 CPU, all images of all rows in order; undefined if none
-  std::vector<Grid> grids;       // one per image, same order
+  std::vector<Grid> grids;       // one per image, in order (rows first, then within a row)
   std::vector<int64_t> image_tokens;  // LLM tokens per image (t*gh*gw / merge²)
-  at::Tensor vision_features;    // [sum image_tokens, hidden] model dtype; computed once, on first use
+  std::vector<std::string> image_keys;  // VisionCache key per image ("" none)
+  std::vector<bool> image_cached;       // its features were in the cache when the batch was prepared
+  at::Tensor pixel_values;       // [patches, C*T*P*P] float32 CPU of the images not cached, in order; undefined if none
+  std::vector<Grid> fresh_grids;  // the grids of those images
+  at::Tensor vision_features;    // [sum image_tokens, hidden] model dtype; assembled once, on first use
 };
 
 // Validates the rows against the config (ids in the vocabulary, image runs vs grids, equal K, score range) and builds
-// the batch on `device`. Errors name the row and what is wrong.
+// the batch on `device`. Images whose cache_key is in `cache` need no pixels (theirs are dropped if given).
+// Errors name the row and what is wrong.
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
-                            at::Device device, const void* owner);
+                            at::Device device, const void* owner, const VisionCache* cache);
 
 }  // namespace rlloop

@@ -104,7 +104,10 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceMethod<&ModelWrap::AdapterNames>("adapterNames"),
                         InstanceMethod<&ModelWrap::AdapterTensors>("adapterTensors"),
                         InstanceMethod<&ModelWrap::SetAdapterTensors>("setAdapterTensors"),
-                        InstanceMethod<&ModelWrap::Gradients>("gradients")});
+                        InstanceMethod<&ModelWrap::Gradients>("gradients"),
+                        InstanceMethod<&ModelWrap::VisionCached>("visionCached"),
+                        InstanceMethod<&ModelWrap::VisionCacheStats>("visionCacheStats"),
+                        InstanceMethod<&ModelWrap::ClearVisionCache>("clearVisionCache")});
   }
 
   explicit ModelWrap(const Napi::CallbackInfo& info)
@@ -121,6 +124,11 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     options.device = require_string(info[1], "Model.load: opts.device");
     options.dtype = require_string(info[2], "Model.load: opts.dtype");
     options.checkpointing = parse_checkpointing(env, require_string(info[3], "Model.load: opts.checkpointing"));
+    if (!is_missing(info[4])) {
+      const int64_t bytes = require_integer(info[4], "Model.load: opts.visionCacheBytes");
+      if (bytes < 0) throw_type_error(env, "Model.load: opts.visionCacheBytes", "a byte count >= 0", info[4]);
+      options.vision_cache_bytes = bytes;
+    }
     Napi::Object object = addon(env).model_class.New({internal_token(env)});
     ModelWrap* wrap = Unwrap(object);
     return wrap->runner->run(env, "Model.load('" + dir + "')", object, [wrap, dir, options]() -> JsResult {
@@ -230,9 +238,15 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
         Grid grid{require_integer(g.Get(0u), iw + ".grid[0]"), require_integer(g.Get(1u), iw + ".grid[1]"),
                   require_integer(g.Get(2u), iw + ".grid[2]")};
         if (patch_dim == 0) throw_type_error(env, iw, "absent: the model has no vision tower", img);
-        at::Tensor pixels = tensor_from_float32(member(img, "pixelValues"), {grid[0] * grid[1] * grid[2], patch_dim},
-                                                iw + ".pixelValues");
-        row.images.push_back({pixels, grid});
+        Napi::Value key_value = member(img, "cacheKey");
+        const std::string key = is_missing(key_value) ? std::string() : require_string(key_value, iw + ".cacheKey");
+        Napi::Value pixel_value = member(img, "pixelValues");
+        if (is_missing(pixel_value) && key.empty())
+          throw_type_error(env, iw + ".pixelValues", "a Float32Array (or a cacheKey of cached features)", pixel_value);
+        at::Tensor pixels = is_missing(pixel_value) ? at::Tensor()
+                                                    : tensor_from_float32(pixel_value, {grid[0] * grid[1] * grid[2], patch_dim},
+                                                                          iw + ".pixelValues");
+        row.images.push_back({pixels, grid, key});
       }
     }
     auto s = session;
@@ -420,6 +434,28 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     auto s = session;
     return runner->run(info.Env(), "setAdapterTensors", Value(), [s, name, tensors]() -> JsResult {
       s->adapters().set_tensors(name, tensors);
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
+  // visionCached(key): whether the vision features of that key are cached (then prepare() needs no pixels for it).
+  Napi::Value VisionCached(const Napi::CallbackInfo& info) {
+    const std::string key = require_string(info[0], "visionCached: key");
+    return Napi::Boolean::New(info.Env(), session->vision_cache().contains(key));
+  }
+
+  Napi::Value VisionCacheStats(const Napi::CallbackInfo& info) {
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("entries", Napi::Number::New(info.Env(), static_cast<double>(session->vision_cache().entries())));
+    o.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(session->vision_cache().bytes())));
+    return o;
+  }
+
+  // clearVisionCache(): Promise<void>, in order after the calls already made.
+  Napi::Value ClearVisionCache(const Napi::CallbackInfo& info) {
+    auto s = session;
+    return runner->run(info.Env(), "clearVisionCache", Value(), [s]() -> JsResult {
+      s->vision_cache().clear();
       return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
     });
   }

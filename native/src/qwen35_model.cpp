@@ -10,8 +10,13 @@
 
 namespace rlloop {
 
-Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, Checkpointing checkpointing)
-    : config_(Qwen35Config::load(dir)), dtype_(dtype), device_(device), checkpointing_(checkpointing) {
+Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, Checkpointing checkpointing,
+                         int64_t vision_cache_bytes)
+    : config_(Qwen35Config::load(dir)),
+      dtype_(dtype),
+      device_(device),
+      checkpointing_(checkpointing),
+      vision_cache_(vision_cache_bytes) {
   c10::NoGradGuard no_grad;
   CheckpointReader reader(dir);
   const TextConfig& t = config_.text;
@@ -40,18 +45,36 @@ std::vector<LoraLinear*> Qwen35Model::lora_linears() {
 }
 
 const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
-  if (!batch.vision_features.defined() && batch.pixel_values.defined()) {
-    RLLOOP_CHECK(vision_, Unsupported, "the batch has images but the model has no vision tower");
-    c10::NoGradGuard no_grad;  // frozen tower: computed once per batch, never differentiated
-    ProfileRange range("vision");
-    batch.vision_features = vision_->forward(batch.pixel_values, batch.grids).to(dtype_);
+  if (batch.vision_features.defined() || batch.grids.empty()) return batch.vision_features;
+  RLLOOP_CHECK(vision_, Unsupported, "the batch has images but the model has no vision tower");
+  c10::NoGradGuard no_grad;  // frozen tower: never differentiated
+  ProfileRange range("vision");
+  at::Tensor fresh;
+  if (batch.pixel_values.defined()) fresh = vision_->forward(batch.pixel_values, batch.fresh_grids).to(dtype_);
+  std::vector<at::Tensor> parts;
+  int64_t offset = 0;
+  for (size_t i = 0; i < batch.grids.size(); ++i) {
+    const std::string& key = batch.image_keys[i];
+    if (batch.image_cached[i]) {
+      at::Tensor cached = vision_cache_.get(key);
+      RLLOOP_CHECK(cached.defined(), Invalid,
+                   "image " << i << " of the batch: its cached vision features (key \"" << key
+                            << "\") were cleared after the batch was prepared; prepare it again");
+      parts.push_back(cached);
+      continue;
+    }
+    at::Tensor mine = fresh.narrow(0, offset, batch.image_tokens[i]);
+    offset += batch.image_tokens[i];
+    if (!key.empty()) vision_cache_.put(key, mine);
+    parts.push_back(mine);
   }
+  batch.vision_features = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
   return batch.vision_features;
 }
 
 at::Tensor Qwen35Model::embed(PreparedBatch& batch) {
   at::Tensor x = at::embedding(embed_tokens_, batch.input_ids);  // [B, L, hidden]
-  if (!batch.pixel_values.defined()) return x;
+  if (batch.grids.empty()) return x;
   const at::Tensor& features = vision_features(batch);
   // Image rows in row-major order of [B, L] = the order of the images (rows first, then within a row).
   at::Tensor mask = (batch.input_ids == config_.image_token_id).unsqueeze(-1).expand_as(x);

@@ -11,6 +11,7 @@
 #include "decoder_layer.h"
 #include "rope.h"
 #include "vision.h"
+#include "vision_cache.h"
 
 namespace rlloop {
 
@@ -28,7 +29,8 @@ struct ForwardOutput {
 
 class Qwen35Model {
  public:
-  Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, Checkpointing checkpointing);
+  Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, Checkpointing checkpointing,
+              int64_t vision_cache_bytes);
 
   const Qwen35Config& config() const { return config_; }
   at::ScalarType dtype() const { return dtype_; }
@@ -42,8 +44,11 @@ class Qwen35Model {
   // applies as configured).
   ForwardOutput forward(PreparedBatch& batch, const ForwardOptions& options);
 
-  // The frozen tower's output for the batch's images ([sum image tokens, hidden]), computed once and cached.
+  // The frozen tower's output for the batch's images ([sum image tokens, hidden]): cached images' features from
+  // the vision cache, the tower run once on the rest (whose keyed features are then cached); kept in the batch.
   const at::Tensor& vision_features(PreparedBatch& batch);
+
+  VisionCache& vision_cache() { return vision_cache_; }
 
  private:
   Qwen35Config config_;
@@ -56,6 +61,7 @@ class Qwen35Model {
   at::Tensor lm_head_;       // [vocab, hidden]
   std::unique_ptr<TextRotary> rotary_;
   std::unique_ptr<VisionTower> vision_;
+  VisionCache vision_cache_;
 
   at::Tensor embed(PreparedBatch& batch);
   // How many leading decoder layers recompute their forward in backward (Checkpointing: on = all, off = none,

@@ -31,7 +31,8 @@ at::ScalarType parse_dtype(const std::string& text) {
 
 ModelSession::ModelSession(const std::string& dir, const LoadOptions& options)
     : dir_(dir),
-      model_(dir, parse_dtype(options.dtype), parse_device(options.device), options.checkpointing),
+      model_(dir, parse_dtype(options.dtype), parse_device(options.device), options.checkpointing,
+             options.vision_cache_bytes),
       adapters_(model_.lora_linears()) {}
 
 std::vector<std::string> ModelSession::module_paths() {
@@ -41,7 +42,8 @@ std::vector<std::string> ModelSession::module_paths() {
 }
 
 std::shared_ptr<PreparedBatch> ModelSession::prepare(const std::vector<RowInput>& rows) {
-  return std::make_shared<PreparedBatch>(prepare_batch(rows, model_.config(), model_.dtype(), model_.device(), &model_));
+  return std::make_shared<PreparedBatch>(
+      prepare_batch(rows, model_.config(), model_.dtype(), model_.device(), &model_, &model_.vision_cache()));
 }
 
 const std::string* ModelSession::checked_adapter(const std::string* adapter) const {

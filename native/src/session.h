@@ -19,6 +19,7 @@ struct LoadOptions {
   std::string device = "cpu";
   std::string dtype = "float32";
   Checkpointing checkpointing = Checkpointing::Auto;
+  int64_t vision_cache_bytes = int64_t{4} << 30;  // VisionCache budget; 0 disables it
 };
 
 struct LogprobsResult {
@@ -55,7 +56,8 @@ class ModelSession {
   at::ScalarType dtype() const { return model_.dtype(); }
   std::vector<std::string> module_paths();
   AdapterSet& adapters() { return adapters_; }
-  const void* batch_owner() const { return &model_; }  // batches record the model they were prepared for
+  const void* batch_owner() const { return &model_; }
+  VisionCache& vision_cache() { return model_.vision_cache(); }  // batches record the model they were prepared for
 
   std::shared_ptr<PreparedBatch> prepare(const std::vector<RowInput>& rows);
   LogprobsResult logprobs(PreparedBatch& batch, const std::string* adapter);

@@ -3,7 +3,8 @@
 //   ids    = tokenizer(text), each <|image_pad|> repeated gh·gw/merge² times (the processor's expansion)
 //   scored = the last len(code) + 1 tokens: the code digits and <|im_end|>
 // Batches are right-padded by the native module (model.prepare), so nothing here pads.
-import type { ImageProcessorOptions, RowInput } from "../native.js";
+import type { ImageInput, ImageProcessorOptions, RowInput } from "../native.js";
+import type { CachedFrames } from "./cached-frames.js";
 import { loadChatTemplate, type ChatTemplate } from "./chat-template.js";
 import { TrainInputError } from "./errors.js";
 import { expandImagePads } from "./image-pads.js";
@@ -27,18 +28,29 @@ export interface CollatorParts {
   tokenizer: TextTokenizer;
   imageOptions: ImageProcessorOptions;
   prompt: PromptRenderer;
+  /** When given, frames whose vision features the model holds are sent without pixels (cached-frames.ts). */
+  frames?: CachedFrames;
 }
 
-export async function loadCollator(modelDir: string, prompt: PromptRenderer): Promise<Collator> {
+export async function loadCollator(modelDir: string, prompt: PromptRenderer, frames?: CachedFrames): Promise<Collator> {
   const [chatTemplate, tokenizer, imageOptions] = await Promise.all([
     loadChatTemplate(modelDir),
     loadTokenizer(modelDir),
     loadImageOptions(modelDir),
   ]);
-  return makeCollator({ chatTemplate, tokenizer, imageOptions, prompt });
+  return makeCollator({ chatTemplate, tokenizer, imageOptions, prompt, ...(frames ? { frames } : {}) });
 }
 
-export function makeCollator({ chatTemplate, tokenizer, imageOptions, prompt }: CollatorParts): Collator {
+export function makeCollator({ chatTemplate, tokenizer, imageOptions, prompt, frames }: CollatorParts): Collator {
+  const readImage = async (path: string, where: string): Promise<ImageInput> => {
+    const key = frames ? await frames.key(path) : null;
+    if (key === null) return readImagePatches(path, imageOptions, where);
+    const cached = frames!.lookup(key);
+    if (cached) return cached;
+    const image = await readImagePatches(path, imageOptions, where);
+    frames!.remember(key, image.grid);
+    return { ...image, cacheKey: key };
+  };
   const imagePad = tokenizer.idOf(IMAGE_PAD_TOKEN);
   const end = tokenizer.idOf(END_TOKEN);
   const text = (row: SftRow) => chatTemplate.renderPrompt(prompt(row)) + row.code + END_TOKEN;
@@ -50,7 +62,7 @@ export function makeCollator({ chatTemplate, tokenizer, imageOptions, prompt }: 
       const [ids, codeIds, image] = await Promise.all([
         tokenizer.encode(text(row)),
         tokenizer.encode(row.code),
-        readImagePatches(row.image, imageOptions, where),
+        readImage(row.image, where),
       ]);
       const [, gh, gw] = image.grid;
       const inputIds = expandImagePads(ids, imagePad, [(gh * gw) / imageOptions.mergeSize ** 2], where);

@@ -12,6 +12,11 @@ export interface LoadedBatch<R extends SftRow> {
   inputs: RowInput[];
 }
 
+/** Time the consumer spent waiting for a batch that was not ready yet (data loading not hidden by compute). */
+export interface DataWait {
+  ms: number;
+}
+
 /** Yields each group of indices as a prepared batch, preparing the next one while the caller works. */
 export async function* preparedBatches<R extends SftRow>(
   model: Model,
@@ -19,6 +24,7 @@ export async function* preparedBatches<R extends SftRow>(
   rows: R[],
   groups: number[][],
   source: string,
+  wait: DataWait = { ms: 0 },
 ): AsyncGenerator<LoadedBatch<R>> {
   const load = async (indices: number[]): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
@@ -27,7 +33,9 @@ export async function* preparedBatches<R extends SftRow>(
   };
   let next = groups.length > 0 ? load(groups[0]!) : null;
   for (let g = 0; g < groups.length; g++) {
+    const waitStart = performance.now();
     const current = await next!;
+    wait.ms += performance.now() - waitStart;
     next = g + 1 < groups.length ? load(groups[g + 1]!) : null;
     // A rejected prefetch must not surface as an unhandled rejection while the caller is still busy.
     next?.catch(() => undefined);

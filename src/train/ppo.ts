@@ -16,9 +16,11 @@ import { batches, rankOrder, strided } from "./batching.js";
 import { loadCollator, type Collator } from "./collate.js";
 import { writeJsonAtomic } from "./files.js";
 import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP, type TrainJob } from "./job.js";
-import { preparedBatches } from "./loader.js";
+import { sameAdapter } from "./adapter-identity.js";
+import { CachedFrames } from "./cached-frames.js";
+import { preparedBatches, type DataWait } from "./loader.js";
 import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
-import { Progress } from "./progress.js";
+import { Progress, round2, secondsSince } from "./progress.js";
 import { loadPrompt } from "./prompt.js";
 import { meanOverRanks, sumOverRanks, type RankContext } from "./rank-context.js";
 import { readRows, type PpoRow } from "./rows.js";
@@ -44,7 +46,7 @@ interface FixedLogprobs {
 
 export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
   const rows = await readRows(job.data, "ppo", "--data", job.imageBase);
-  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined));
+  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
   await model.loadAdapter(POLICY, job.adapter!);
   await model.loadAdapter(REFERENCE, job.ref!);
   const fixed = await fixedLogprobs(ctx, model, collator, rows, job);
@@ -63,7 +65,16 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
     const epochRun = await ppoEpoch(ctx, model, optimizer, collator, rows, fixed, weights, job, epoch);
     updates += epochRun.updates;
     last = epochRun.steps;
-    ctx.log.info({ epoch: epoch + 1, pg: mean(last.map((s) => s.pg)), kl: mean(last.map((s) => s.kl)) }, `ppo epoch ${epoch + 1}`);
+    ctx.log.info(
+      {
+        epoch: epoch + 1,
+        pg: mean(last.map((s) => s.pg)),
+        kl: mean(last.map((s) => s.kl)),
+        seconds: epochRun.seconds,
+        dataWaitS: epochRun.dataWaitS,
+      },
+      `ppo epoch ${epoch + 1}`,
+    );
   }
   const totals = await meanOverRanks(
     ctx,
@@ -74,7 +85,10 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
 }
 
-/** Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank. */
+/**
+ * Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank. When the
+ * two adapters are the same (a loop's first round) one pass gives both: the values are identical by definition.
+ */
 async function fixedLogprobs(
   ctx: RankContext,
   model: Model,
@@ -82,19 +96,27 @@ async function fixedLogprobs(
   rows: PpoRow[],
   job: TrainJob,
 ): Promise<FixedLogprobs> {
+  const start = performance.now();
+  const wait: DataWait = { ms: 0 };
   const n = rows[0]!.code.length;
   const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
+  const shared = await sameAdapter(job.adapter!, job.ref!);
   const out: Record<string, Float32Array> = {};
-  for (const adapter of [REFERENCE, POLICY]) {
+  for (const adapter of shared ? [POLICY] : [REFERENCE, POLICY]) {
     const values = new Float32Array(rows.length * n); // zeros except this rank's rows, summed over ranks below
-    for await (const b of preparedBatches(model, collator, rows, batches(mine, 2 * job.batch), job.data)) {
+    for await (const b of preparedBatches(model, collator, rows, batches(mine, 2 * job.batch), job.data, wait)) {
       const { logp, K } = await model.logprobs(b.batch, { adapter });
       b.indices.forEach((row, i) => values.set(logp.subarray(i * K, i * K + n), row * n));
     }
     out[adapter] = await sumOverRanks(ctx, values);
   }
-  return { old: out[POLICY]!, ref: out[REFERENCE]!, n };
+  ctx.log.info(
+    { passes: shared ? 1 : 2, refIsPolicy: shared, seconds: secondsSince(start), dataWaitS: round2(wait.ms / 1000) },
+    "ppo fixed log-probs",
+  );
+  return { old: out[POLICY]!, ref: shared ? out[POLICY]!.slice() : out[REFERENCE]!, n };
 }
+
 
 async function ppoEpoch(
   ctx: RankContext,
@@ -106,14 +128,16 @@ async function ppoEpoch(
   weights: Float32Array | null,
   job: TrainJob,
   epoch: number,
-): Promise<{ steps: PpoStepStats[]; updates: number }> {
+): Promise<{ steps: PpoStepStats[]; updates: number; seconds: number; dataWaitS: number }> {
   const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
   const groups = batches(order, job.batch);
   const progress = new Progress(ctx.log, `ppo epoch ${epoch + 1} forward`, groups.length, ctx.rank === 0);
   const steps: PpoStepStats[] = [];
+  const start = performance.now();
+  const wait: DataWait = { ms: 0 };
   let updates = 0;
   let step = 0;
-  for await (const b of preparedBatches(model, collator, rows, groups, job.data)) {
+  for await (const b of preparedBatches(model, collator, rows, groups, job.data, wait)) {
     const { n } = fixed;
     const result = await model.backward(b.batch, {
       kind: "ppo",
@@ -134,7 +158,7 @@ async function ppoEpoch(
     steps.push(stepStats(result.pg!, result.kl!, result.ratio!));
     progress.step({ step, loss: result.loss, rows: b.rows.length * ctx.world });
   }
-  return { steps, updates };
+  return { steps, updates, seconds: secondsSince(start), dataWaitS: round2(wait.ms / 1000) };
 }
 
 function stepStats(pg: Float32Array, kl: Float32Array, ratio: Float32Array): PpoStepStats {

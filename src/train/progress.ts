@@ -40,7 +40,10 @@ export class Progress {
   }
 }
 
-const round2 = (x: number) => Math.round(x * 100) / 100;
+export const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/** Seconds since a performance.now() reading, two decimals. */
+export const secondsSince = (since: number) => round2((performance.now() - since) / 1000);
 
 /** Peak resident memory of this process (the host side; device memory is the native module's to report). */
 export function peakRssBytes(): number {

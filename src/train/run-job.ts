@@ -1,5 +1,5 @@
-// One job on a loaded model: the recipe for its kind, then the job's adapters are dropped so a resident rank
-// can take the next job on the same base model.
+// One job on a loaded model: the recipe for its kind, then the job's adapters and cached vision features are
+// dropped so a resident rank can take the next job on the same base model.
 import { deviceMemoryStats, resetPeakMemoryStats, type Model } from "../native.js";
 import type { ModelSpec, TrainJob } from "./job.js";
 import { POLICY, REFERENCE, runPpo, type PpoResult } from "./ppo.js";
@@ -21,6 +21,7 @@ export async function runJob(ctx: RankContext, model: Model, spec: ModelSpec, jo
     return result;
   } finally {
     for (const name of [POLICY, REFERENCE]) if (model.adapterNames().includes(name)) model.removeAdapter(name);
+    await model.clearVisionCache();
   }
 }
 

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { Model } from "../native.js";
 import { validationAccuracy } from "./accuracy.js";
 import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
+import { CachedFrames } from "./cached-frames.js";
 import { loadCollator } from "./collate.js";
 import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM, type TrainJob } from "./job.js";
 import { preparedBatches } from "./loader.js";
@@ -32,7 +33,7 @@ export interface SftResult {
 export async function runSft(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<SftResult> {
   const rows = await readRows(job.data, "sft", "--data", job.imageBase);
   const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid", job.imageBase);
-  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined));
+  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
   await setUpAdapter(model, job);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
   const total = Math.min(job.maxUpdates ?? Infinity, batchesPerEpoch(rows.length, ctx.world, job.batch) * job.epochs);
