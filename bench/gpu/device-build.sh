@@ -7,8 +7,10 @@ import torch, os
 from torch.utils import cpp_extension
 print(';'.join(cpp_extension.include_paths()), os.path.join(os.path.dirname(torch.__file__), 'lib'), int(torch._C._GLIBCXX_USE_CXX11_ABI))")
 NAPI_INC=$(node -p "require('node-api-headers').include_dir")
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
+nvcc --version | tail -2
 cmake -S native -B native/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_JS_INC="$NAPI_INC" -DTORCH_INCLUDE_DIRS="$TORCH_INC" -DTORCH_LIB_DIR="$TORCH_LIB" \
-  -DTORCH_CXX11_ABI="$ABI" -DRLLOOP_CUDA=ON -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/native/build/Release" >/dev/null
+  -DTORCH_CXX11_ABI="$ABI" -DRLLOOP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/native/build/Release" >/dev/null
 cmake --build native/build -j "$(nproc)"
 ls -la native/build/Release/*.node

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "gdn_ops.h"
 #include "rms_norm.h"
 
 namespace rlloop {
@@ -40,17 +41,13 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   const auto dtype = x_in.scalar_type();
   at::Tensor x = padding_mask.defined() ? x_in * padding_mask.unsqueeze(-1) : x_in;
   const int64_t B = x.size(0), L = x.size(1), Hk = key_heads_, Hv = value_heads_, dk = key_dim_, dv = value_dim_;
-  const int64_t conv_dim = 2 * Hk * dk + Hv * dv;
 
   at::Tensor mixed = in_proj_qkv_.forward(x, adapter);                       // [B, L, conv_dim]
   at::Tensor z = in_proj_z_.forward(x, adapter).view({B, L, Hv, dv});
   at::Tensor b = in_proj_b_.forward(x, adapter);                             // [B, L, Hv]
   at::Tensor a = in_proj_a_.forward(x, adapter);                             // [B, L, Hv]
 
-  // Depthwise causal conv: pad K-1 on both sides, keep the first L outputs (= left padding only), then silu.
-  at::Tensor conv = at::conv1d(mixed.transpose(1, 2), conv_weight_, /*bias=*/{}, /*stride=*/1,
-                               /*padding=*/conv_kernel_ - 1, /*dilation=*/1, /*groups=*/conv_dim);
-  mixed = at::silu(conv.narrow(2, 0, L)).transpose(1, 2);                  // [B, L, conv_dim]
+  mixed = causal_conv_silu(mixed.contiguous(), conv_weight_);              // [B, L, conv_dim]
 
   at::Tensor q = mixed.narrow(-1, 0, Hk * dk).reshape({B, L, Hk, dk});
   at::Tensor k = mixed.narrow(-1, Hk * dk, Hk * dk).reshape({B, L, Hk, dk});
@@ -105,7 +102,7 @@ at::Tensor chunk_gated_delta_rule(const at::Tensor& q_in, const at::Tensor& k_in
   // UT transform: (I + strictly_lower(ut_system))^-1 applied to [v_beta | k_beta·decay] in one triangular solve
   // (unitriangular ignores the diagonal and the masked upper part is zero).
   at::Tensor rhs = at::cat({v_beta, k_beta * decay_from_start}, -1);
-  at::Tensor solved = at::linalg_solve_triangular(ut_system, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  at::Tensor solved = unit_lower_solve(ut_system, rhs);
   at::Tensor new_values = solved.narrow(-1, 0, dv);   // [B, H, N, C, dv]
   at::Tensor k_cumdecay = solved.narrow(-1, dv, dk);  // [B, H, N, C, dk]
 

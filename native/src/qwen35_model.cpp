@@ -3,6 +3,8 @@
 
 #include <c10/core/GradMode.h>
 
+#include <cstdlib>
+
 #include "check.h"
 #include "checkpoint.h"
 #include "rms_norm.h"
@@ -18,6 +20,10 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
       checkpointing_(checkpointing),
       vision_cache_(vision_cache_bytes) {
   c10::NoGradGuard no_grad;
+  // Opt-in (RLLOOP_TF32=1): the float32 matrix products of a bfloat16 model on CUDA — those of the delta rule's
+  // chunks — in TF32. Process-wide in libtorch, hence an explicit switch.
+  if (const char* tf32 = std::getenv("RLLOOP_TF32"); tf32 && std::string(tf32) == "1" && device.is_cuda())
+    at::globalContext().setAllowTF32CuBLAS(true);
   CheckpointReader reader(dir);
   const TextConfig& t = config_.text;
   WeightScope lm(reader, "model.language_model.", dtype, device);

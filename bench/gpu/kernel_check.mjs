@@ -1,0 +1,55 @@
+// One forward (log-probs) and one backward (SFT objective, LoRA gradients) of the native module on make_rows.py's
+// rows, timed after a warm-up pass, writing the log-probs and every LoRA gradient to OUT_DIR. Run twice, with
+// RLLOOP_GDN_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels of gdn_kernels.cu), then compare_kernels.py.
+// Usage: node bench/gpu/kernel_check.mjs MODEL_DIR ROWS_DIR ADAPTER_DIR OUT_DIR [--dtype bfloat16] [--rows 8]
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { Model, preprocessImage } from "../../dist/native.js";
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: { dtype: { type: "string", default: "bfloat16" }, rows: { type: "string", default: "8" } },
+});
+const [modelDir, rowsDir, adapterDir, outDir] = positionals;
+mkdirSync(outDir, { recursive: true });
+const pre = JSON.parse(readFileSync(join(modelDir, "preprocessor_config.json"), "utf8"));
+const imageOptions = {
+  patchSize: pre.patch_size, temporalPatchSize: pre.temporal_patch_size, mergeSize: pre.merge_size,
+  minPixels: pre.size.shortest_edge, maxPixels: pre.size.longest_edge, mean: pre.image_mean, std: pre.image_std,
+};
+const rows = JSON.parse(readFileSync(join(rowsDir, "rows.json"), "utf8")).slice(0, Number(values.rows));
+const inputs = rows.map((r) => ({
+  inputIds: Int32Array.from(r.inputIds),
+  images: [preprocessImage(new Uint8Array(readFileSync(r.image.replace(/\.png$/, ".rgb"))), r.width, r.height, imageOptions)],
+  scoreStart: r.scoreStart,
+  scoreCount: r.scoreCount,
+}));
+
+const model = await Model.load(modelDir, { device: "cuda:0", dtype: values.dtype, checkpointing: "off", visionCacheBytes: 0 });
+await model.loadAdapter("policy", adapterDir);
+model.setTrainable("policy");
+const pass = async () => {
+  const batch = await model.prepare(inputs);
+  const t0 = performance.now();
+  const { logp } = await model.logprobs(batch, { adapter: "policy" });
+  const t1 = performance.now();
+  await model.backward(batch, { kind: "sft", scale: 1 });
+  const t2 = performance.now();
+  return { logp, forwardMs: t1 - t0, backwardMs: t2 - t1 };
+};
+await pass(); // warm-up (cuBLAS handles, allocator); its gradients are discarded below
+const grads0 = await model.gradients("policy");
+const { logp, forwardMs, backwardMs } = await pass();
+const grads1 = await model.gradients("policy");
+// gradients accumulate: the second pass's own gradient is the difference
+const keys = Object.keys(grads1).sort();
+const parts = keys.map((k) => Float32Array.from(grads1[k].data, (v, i) => v - grads0[k].data[i]));
+writeFileSync(join(outDir, "logp.bin"), Buffer.from(logp.buffer, logp.byteOffset, logp.byteLength));
+const total = parts.reduce((n, p) => n + p.length, 0);
+const flat = new Float32Array(total);
+let offset = 0;
+for (const p of parts) { flat.set(p, offset); offset += p.length; }
+writeFileSync(join(outDir, "grads.bin"), Buffer.from(flat.buffer));
+writeFileSync(join(outDir, "meta.json"), JSON.stringify({ keys: keys.map((k, i) => [k, parts[i].length]), forwardMs, backwardMs }));
+console.log(JSON.stringify({ dtype: values.dtype, kernels: process.env.RLLOOP_GDN_KERNELS ?? "1", rows: rows.length, forwardMs, backwardMs }));
