@@ -27,14 +27,20 @@ GatedDeltaNet::GatedDeltaNet(const TextConfig& c, const WeightScope& scope)
       norm_weight_(scope.sub("norm").get("weight", {c.linear_value_head_dim})) {}
 
 namespace {
-// Repeats each of the Hk heads r times consecutively (repeat_interleave on dim 2): [B, L, Hk, d] -> [B, L, Hk*r, d].
+// Repeats each of the h heads r times consecutively (repeat_interleave on dim 1): [B, h, L, d] -> [B, h*r, L, d].
 at::Tensor repeat_heads(const at::Tensor& x, int64_t r) {
   if (r == 1) return x;
-  const int64_t B = x.size(0), L = x.size(1), Hk = x.size(2), d = x.size(3);
-  return x.unsqueeze(3).expand({B, L, Hk, r, d}).reshape({B, L, Hk * r, d});
+  const int64_t B = x.size(0), h = x.size(1), L = x.size(2), d = x.size(3);
+  return x.unsqueeze(2).expand({B, h, r, L, d}).reshape({B, h * r, L, d});
 }
 
 at::Tensor l2_normalise(const at::Tensor& x) { return x * at::rsqrt((x * x).sum(-1, /*keepdim=*/true) + 1e-6); }
+
+// [B, L, h, d] (any float dtype) -> [B, h, L + pad, d] float32, contiguous, zeros in the padding: one strided read
+// and one write, so every later elementwise op runs on a dense layout.
+at::Tensor heads_major(const at::Tensor& x, int64_t pad) {
+  return at::constant_pad_nd(x.to(at::kFloat).transpose(1, 2), {0, 0, 0, pad}).contiguous();
+}
 }  // namespace
 
 at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padding_mask, const std::string* adapter) const {
@@ -59,7 +65,7 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   at::Tensor core;
   {
     ProfileRange range("gdn.core");
-    core = chunk_gated_delta_rule(repeat_heads(q, Hv / Hk), repeat_heads(k, Hv / Hk), v, g, beta).to(dtype);
+    core = chunk_gated_delta_rule(q, k, v, g, beta).to(dtype);
   }
   core = gated_rms_norm(core, z, norm_weight_, eps_).reshape({B, L, Hv * dv});
   return out_proj_.forward(core, adapter);
@@ -67,23 +73,17 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
 
 at::Tensor chunk_gated_delta_rule(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                                   const at::Tensor& g_in, const at::Tensor& beta_in, int64_t C) {
-  const int64_t B = k_in.size(0), L = k_in.size(1), H = k_in.size(2), dk = k_in.size(3), dv = v_in.size(3);
-  // [B, H, L, d] float32; q and k L2-normalised, q scaled by dk^-0.5
-  at::Tensor q = l2_normalise(q_in.transpose(1, 2).to(at::kFloat)) * (1.0 / std::sqrt(static_cast<double>(dk)));
-  at::Tensor k = l2_normalise(k_in.transpose(1, 2).to(at::kFloat));
-  at::Tensor v = v_in.transpose(1, 2).to(at::kFloat);
-  at::Tensor beta = beta_in.transpose(1, 2).to(at::kFloat);  // [B, H, L]
-  at::Tensor g = g_in.transpose(1, 2).to(at::kFloat);
-
-  // Pad L up to a multiple of C with zeros (g = 0: no decay; beta = 0: no update), then split into N chunks.
+  const int64_t B = k_in.size(0), L = k_in.size(1), Hk = k_in.size(2), dk = k_in.size(3), H = v_in.size(2),
+                dv = v_in.size(3);
+  // L padded up to a multiple of C with zeros (g = 0: no decay; beta = 0: no update), then split into N chunks.
   const int64_t pad = (C - L % C) % C, N = (L + pad) / C;
-  if (pad > 0) {
-    q = at::constant_pad_nd(q, {0, 0, 0, pad});
-    k = at::constant_pad_nd(k, {0, 0, 0, pad});
-    v = at::constant_pad_nd(v, {0, 0, 0, pad});
-    beta = at::constant_pad_nd(beta, {0, pad});
-    g = at::constant_pad_nd(g, {0, pad});
-  }
+  // [B, H, L + pad, d] float32; q and k L2-normalised per key head, q scaled by dk^-0.5, then repeated to the
+  // value heads (each key head serves H / Hk consecutive value heads)
+  at::Tensor q = repeat_heads(l2_normalise(heads_major(q_in, pad)) * (1.0 / std::sqrt(static_cast<double>(dk))), H / Hk);
+  at::Tensor k = repeat_heads(l2_normalise(heads_major(k_in, pad)), H / Hk);
+  at::Tensor v = heads_major(v_in, pad);
+  at::Tensor beta = at::constant_pad_nd(beta_in.to(at::kFloat).transpose(1, 2), {0, pad});  // [B, H, L + pad]
+  at::Tensor g = at::constant_pad_nd(g_in.to(at::kFloat).transpose(1, 2), {0, pad});
   at::Tensor k_beta = (k * beta.unsqueeze(-1)).reshape({B, H, N, C, dk});
   at::Tensor v_beta = (v * beta.unsqueeze(-1)).reshape({B, H, N, C, dv});
   q = q.reshape({B, H, N, C, dk});

@@ -25,9 +25,10 @@ class GatedDeltaNet {
 };
 
 // The gated delta rule evaluated in chunks (transformers' torch_chunk_gated_delta_rule; qwen35.md §5.4), built from
-// differentiable ATen ops so autograd runs through it. q, k [B, L, H, dk] (already repeated to the value heads),
-// v [B, L, H, dv], g and beta [B, L, H]; any float dtype (computed in float32). q and k are L2-normalised here
-// (eps 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns [B, L, H, dv] float32, the state starting at 0.
+// differentiable ops so autograd runs through it (gdn_ops.h: the triangular solves as a CUDA kernel on GPUs).
+// q, k [B, L, Hk, dk] (key heads), v [B, L, H, dv], g and beta [B, L, H]; H a multiple of Hk, key head h serving
+// value heads h*H/Hk … (h+1)*H/Hk - 1; any float dtype (computed in float32). q and k are L2-normalised here (eps
+// 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns [B, L, H, dv] float32, the state starting at 0.
 at::Tensor chunk_gated_delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                                   const at::Tensor& beta, int64_t chunk_size = 64);
 
