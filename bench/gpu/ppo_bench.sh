@@ -3,7 +3,7 @@
 # the same run, on the same random-weight 9B-shape checkpoint and the same rows (640x480 frames, ~420 tokens a row,
 # batch 16, accumulation 2, 2 epochs). The seed runs as the unmodified file (copied to .bench/seed/bt_train.py by
 # the host, see bench/README.md) through seed_timed.py; "seed-fla" adds flash-linear-attention (carried wheels).
-# Usage: bash bench/gpu/ppo_bench.sh [ROWS=256] ["rlloop seed seed-fla rlloop-sft seed-sft"]
+# Usage: bash bench/gpu/ppo_bench.sh [ROWS=256] ["rlloop seed seed-fla rlloop-sft seed-sft rlloop-nockpt resident"]
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-256}
@@ -37,6 +37,10 @@ for w in $WHICH; do
     rlloop-nockpt) rlloop rlloop-nockpt-ppo ppo "${PPO_FLAGS[@]}" --checkpointing off ;;
     rlloop-sft) rlloop rlloop-sft sft "${SFT_FLAGS[@]}" ;;
     seed) seed seed-ppo ppo "${PPO_FLAGS[@]}" ;;
+    resident)  # two PPO rounds on one resident rank (round latency, model already loaded)
+      timeout "${RUN_TIMEOUT:-400}" node bench/gpu/resident_rounds.mjs "$MODEL" "$DATA" "$OUT/resident" > "$OUT/resident.log" 2>&1 \
+        || { tail -25 "$OUT/resident.log"; false; }
+      grep -E '"event"' "$OUT/resident.log" | cut -c1-400 ;;
     seed-sft) seed seed-sft sft "${SFT_FLAGS[@]}" ;;
     seed-fla|seed-fla-sft)
       [ -d /tmp/fla ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla .whl/*.whl
