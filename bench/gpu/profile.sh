@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Where the time of a PPO round goes, on the GPU machine: one rlloop PPO run (ROWS rows, same setup as
-# ppo_bench.sh) with the native module's Kineto profiler on two windows — the frozen old/ref log-prob pass and a
-# few training steps — then profile_report.py on each trace. Usage: bash bench/gpu/profile.sh [ROWS=64] [WINDOWS]
+# ppo_bench.sh) with the native module's Kineto profiler on the given windows of worker tasks (default: one frozen
+# 32-row forward; windows spanning a CUDA backward crash the process, see docs/native-api.md), then
+# profile_report.py on each trace. Usage: bash bench/gpu/profile.sh [ROWS=64] [WINDOWS]
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-64}
 export RLLOOP_PROFILE_TRACE=/tmp/rlloop-trace.json
-export RLLOOP_PROFILE_WINDOWS=${2:-"logprobs#3:2,backward#7:5"}
+export RLLOOP_PROFILE_WINDOWS=${2:-"logprobs#2:1"}
 bash bench/gpu/ppo_bench.sh "$ROWS" rlloop
 grep -h "profile written" "$OUT"/rlloop-ppo.log || true
 for trace in /tmp/rlloop-trace-*.json; do

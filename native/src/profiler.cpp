@@ -30,7 +30,7 @@ TaskProfiler::TaskProfiler() {
   if (!path || !*path) return;
   trace_path_ = path;
   const char* spec = std::getenv("RLLOOP_PROFILE_WINDOWS");
-  std::stringstream list(spec && *spec ? spec : "backward#9:6");
+  std::stringstream list(spec && *spec ? spec : "logprobs#2:1");
   for (std::string item; std::getline(list, item, ',');) {
     const size_t hash = item.find('#'), colon = item.find(':', hash == std::string::npos ? 0 : hash);
     Window w;

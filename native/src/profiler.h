@@ -2,7 +2,8 @@
 // goes (bench/gpu/profile_report.py reads them). Off unless RLLOOP_PROFILE_TRACE names the output file.
 // RLLOOP_PROFILE_WINDOWS lists the windows, comma-separated, each "operation#k:count": start before the k-th task
 // (1-based) of that operation ("logprobs", "backward", "optimizer.step", ...) and trace `count` tasks of any kind
-// from there. Default "backward#9:6". Window i is written to the trace path with "-i" before its extension.
+// from there. Default "logprobs#2:1". Window i is written to the trace path with "-i" before its extension.
+// A window spanning a CUDA backward crashes the process (Kineto with libtorch's autograd device threads).
 #pragma once
 #include <ATen/record_function.h>
 
