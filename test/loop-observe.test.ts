@@ -57,6 +57,7 @@ describe("loop - observability", () => {
       expect(event.policy).toBe(POLICY);
       expect(event.round).toBe(1);
       expect(event.phase).toBe("intake");
+      expect(event.gpuMemory, "the last round's stats.json gpu_memory_bytes").toBe(2 ** 30);
     }
   });
 

@@ -11,7 +11,7 @@
 // by min(exp(Σ old − vllm_logp), cap) (--tis-cap), and sampler/trainer mismatch statistics (--mismatch-stats).
 // Outputs in --out: the adapter, optimizer.safetensors, stats.json (stats.ts PpoStats).
 import { join } from "node:path";
-import type { Model, Optimizer } from "../native.js";
+import { deviceMemoryStats, type Model, type Optimizer } from "../native.js";
 import { batches, rankOrder, strided } from "./batching.js";
 import { loadCollator, type Collator } from "./collate.js";
 import { writeJsonAtomic } from "./files.js";
@@ -81,6 +81,8 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
     Float32Array.of(mean(last.map((s) => s.pg)), mean(last.map((s) => s.kl)), mean(last.map((s) => s.clipFrac))),
   );
   const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
+  const peak = deviceMemoryStats(model.info.device).peakAllocatedBytes; // since runJob's reset at the job start
+  if (peak > 0) stats.gpu_memory_bytes = peak; // the daemon's stats events report it (gpuMemory)
   if (ctx.rank === 0) await saveRound(model, optimizer, job.out, stats);
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
 }

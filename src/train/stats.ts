@@ -10,6 +10,7 @@ export interface PpoStats {
   logp_gap_abs: number; // mean of |Σ old − vllm_logp|
   rows: number;
   train_s: number; // seconds from the first PPO forward to the end of the last epoch
+  gpu_memory_bytes?: number; // rank 0's peak allocated GPU memory over the job (accelerators only; not the seed's)
   mismatch?: MismatchStats; // only with --mismatch-stats or --tis-cap
 }
 

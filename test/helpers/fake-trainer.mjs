@@ -87,6 +87,7 @@ const stats = {
   pg_loss: nan ? "NaN" : Number((-meanAdv * 0.01).toFixed(4)), kl: 0.001, clip_frac: 0,
   logp_gap: Number((gap.reduce((s, g) => s + g, 0) / rows.length).toFixed(4)),
   logp_gap_abs: Number((gap.reduce((s, g) => s + Math.abs(g), 0) / rows.length).toFixed(4)), rows: rows.length, train_s: 0,
+  gpu_memory_bytes: 2 ** 30, // as the real trainer writes on a GPU
 };
 // Python's json.dumps writes NaN bare; so does this double, to exercise the daemon's lenient stats parser
 writeFileSync(join(tmp, "stats.json"), JSON.stringify(stats).replace('"NaN"', "NaN"));
