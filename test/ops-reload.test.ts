@@ -182,4 +182,38 @@ describe("reload - two vLLM replicas, one failing", () => {
     expect(loads.map((r) => [(r.body as { lora_name: string }).lora_name, r.status])).toEqual([["bt-r6", 400]]);
     expect(healthy.loaded().map((l) => l.name)).toEqual(["bt-r3", "bt-r6"]);
   });
+
+  test("a replica that is down lags on its own: the others load each new adapter at once; back up, it skips superseded ones", async () => {
+    failing.setUnavailable(true);
+    // retries enough to outlast the test while down (no timing is asserted: the order of events is)
+    const reloader = await startReloader(nc, { ...options([healthy.url, failing.url]), retry: { retries: 10_000, minTimeoutMs: 20, maxTimeoutMs: 20 } }, log);
+    const healthyGot = async (name: string) => (await eventsFor(name, 1)).find((e) => e.replica === healthy.url);
+    for (const round of [7, 8, 9]) {
+      await publishAdapter(round, { r: 16, alpha: 32, fill: round / 10 });
+      // loaded on the healthy replica while the other is still retrying an older announcement (the replayed r6)
+      expect(await healthyGot(`bt-r${round}`)).toMatchObject({ type: "adapter.loaded" });
+    }
+    expect(events.filter((e) => e.replica === failing.url && ["bt-r7", "bt-r8", "bt-r9"].includes(e.name))).toEqual([]);
+
+    failing.setUnavailable(false);
+    const fromFailing = async (name: string) => {
+      for (;;) {
+        const e = events.find((x) => x.name === name && x.replica === failing.url);
+        if (e) return e;
+        await new Promise<void>((wake) => waiters.push(wake));
+      }
+    };
+    const r9 = await fromFailing("bt-r9");
+    expect(r9).toMatchObject({ type: "adapter.loaded" });
+    // r8 was queued behind the announcement it was retrying when it came back (r6 or r7, whichever its lane had
+    // started): skipped; that one finished, loaded; any other older one was skipped too
+    const r8 = await fromFailing("bt-r8");
+    expect(r8.type === "adapter.load_failed" && r8.reason).toBe("superseded by round 9 before this replica got to it");
+    const older = await Promise.all(["bt-r6", "bt-r7"].map(fromFailing));
+    for (const e of older) {
+      expect(e.type === "adapter.loaded" || (e.type === "adapter.load_failed" && /^superseded by round [789] /.test(e.reason))).toBe(true);
+    }
+    await reloader.stop();
+    expect(failing.loaded().map((l) => l.name)).toContain("bt-r9");
+  });
 });

@@ -1,7 +1,11 @@
 // The reloader (DESIGN.md step 8): follows rlloop.<policy>.adapters and brings every vLLM replica to each newly
 // published adapter. Per announcement: fetch the adapter from object store rlloop-adapters to local disk once,
-// verify sha256, then sync all replicas in parallel and publish one event per replica on rlloop.<policy>.reloads:
+// verify sha256, then sync every replica and publish one event per replica on rlloop.<policy>.reloads:
 // {type "adapter.loaded", replica, name} or {type "adapter.load_failed", replica, name, reason}.
+//
+// Each replica has its own lane: announcements run in order on it, independently of the other replicas, so one
+// that is down (retrying with backoff) lags alone instead of delaying the next adapter everywhere; when it gets to
+// an announcement that a newer one has superseded, it skips it (load_failed, "superseded") and moves on.
 //
 // It follows the announcements with an ordered consumer that starts at the last announcement of the policy, so a
 // (re)started reloader first brings the replicas to the current adapter and then follows new ones; loading is
@@ -48,7 +52,7 @@ export interface Reloader {
 }
 
 export interface ReloaderHooks {
-  /** after each announcement has been handled on every replica */
+  /** after each announcement has been handled on every replica (replicas move on independently before that) */
   onOutcome?: (outcome: AnnouncementOutcome) => void;
 }
 
@@ -72,6 +76,8 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   );
   const messages = await consumer.consume();
   let lastRound = 0;
+  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), wanted: 0, loaded: 0 }));
+  const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
     for await (const msg of messages) {
       const parsed = AdapterPublished.safeParse(parseJson(msg.string()));
@@ -84,39 +90,59 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
         continue;
       }
       lastRound = parsed.data.round;
-      try {
-        // not `onOutcome?.(await ...)`: an optional call skips evaluating its arguments when there is no hook
-        const outcome = await handleAnnouncement(parsed.data);
-        hooks.onOutcome?.(outcome);
-      } catch (err) {
-        // handleAnnouncement turns every expected failure into events; this is the unexpected rest (a full disk)
-        log.error({ err, round: parsed.data.round }, "announcement handling failed; following the next ones");
-      }
+      const handled = handleAnnouncement(parsed.data).then(
+        (outcome) => hooks.onOutcome?.(outcome),
+        // every expected failure becomes an event; this is the unexpected rest (a full disk)
+        (err: unknown) => log.error({ err, round: parsed.data.round }, "announcement handling failed; following the next ones"),
+      );
+      inFlight.add(handled);
+      void handled.finally(() => inFlight.delete(handled));
     }
+    await Promise.all(inFlight);
   })();
 
+  /** Queues the announcement on every replica's lane; resolves when every replica has handled it. */
   async function handleAnnouncement(a: AdapterPublished): Promise<AnnouncementOutcome> {
     const alog = log.child({ round: a.round, adapter: a.name });
-    let path: string;
-    try {
-      path = await fetchWithRetry(a);
-    } catch (err) {
-      const reason = `fetch from ${ADAPTER_BUCKET} failed: ${err instanceof Error ? err.message : String(err)}`;
-      alog.error({ reason }, "adapter not fetched; no replica loads it");
-      const results = clients.map((c): SyncResult => ({ ok: false, replica: c.replica, name: a.name, reason }));
-      await publishResults(a, results);
-      return { round: a.round, name: a.name, results };
+    const fetched = fetchWithRetry(a).then(
+      (path) => ({ path }),
+      (err: unknown) => {
+        const reason = `fetch from ${ADAPTER_BUCKET} failed: ${err instanceof Error ? err.message : String(err)}`;
+        alog.error({ reason }, "adapter not fetched; no replica loads it");
+        return { reason };
+      },
+    );
+    const results = clients.map((client, i) => {
+      const lane = lanes[i]!;
+      lane.wanted = a.round;
+      const result = lane.tail.then(() => syncOnLane(client, lane, a, fetched, alog));
+      lane.tail = result.then(() => undefined, () => undefined);
+      return result;
+    });
+    return { round: a.round, name: a.name, results: await Promise.all(results) };
+  }
+
+  async function syncOnLane(
+    client: VllmClient, lane: Lane, a: AdapterPublished, fetched: Promise<{ path: string } | { reason: string }>, alog: Logger,
+  ): Promise<SyncResult> {
+    const f = await fetched;
+    let r: SyncResult;
+    if ("reason" in f) r = { ok: false, replica: client.replica, name: a.name, reason: f.reason };
+    else if (lane.wanted > a.round) {
+      r = { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${lane.wanted} before this replica got to it` };
+    } else {
+      r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal);
     }
-    const target = { policy: a.policy, round: a.round, name: a.name, path };
-    const results = await Promise.all(clients.map((c) => syncReplica(c, target, opts.keep, opts.retry, aborter.signal)));
-    for (const r of results) {
-      if (r.ok) alog.info({ replica: r.replica, unloaded: r.unloaded, unloadErrors: r.unloadErrors, alreadyLoaded: r.alreadyLoaded }, "adapter loaded");
-      else alog.error({ replica: r.replica, reason: r.reason }, "adapter load failed");
+    if (r.ok) {
+      lane.loaded = a.round;
+      alog.info({ replica: r.replica, unloaded: r.unloaded, unloadErrors: r.unloadErrors, alreadyLoaded: r.alreadyLoaded }, "adapter loaded");
+    } else {
+      alog.error({ replica: r.replica, reason: r.reason }, "adapter load failed");
     }
-    // housekeeping first, so an event means the announcement is completely handled
-    if (opts.pruneLocal && results.every((r) => r.ok)) await pruneLocalDirs(opts, a.round, alog);
-    await publishResults(a, results);
-    return { round: a.round, name: a.name, results };
+    // housekeeping first, so an event means the announcement is completely handled on this replica
+    if (opts.pruneLocal && r.ok && lanes.every((l) => l.loaded >= a.round)) await pruneLocalDirs(opts, a.round, alog);
+    await publishEvent(js, subj.reloads, toEvent(a, r), log);
+    return r;
   }
 
   async function fetchWithRetry(a: AdapterPublished): Promise<string> {
@@ -128,10 +154,6 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
     });
   }
 
-  async function publishResults(a: AdapterPublished, results: SyncResult[]): Promise<void> {
-    for (const r of results) await publishEvent(js, subj.reloads, toEvent(a, r), log);
-  }
-
   return {
     closed: loop,
     async stop() {
@@ -140,6 +162,13 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
       await loop;
     },
   };
+}
+
+/** A replica's queue of announcements: the tail of its work, the newest round announced, the newest it loaded. */
+interface Lane {
+  tail: Promise<void>;
+  wanted: number;
+  loaded: number;
 }
 
 function toEvent(a: AdapterPublished, r: SyncResult): ReloadEvent {
