@@ -48,4 +48,4 @@ for w in $WHICH; do
       else PYTHONPATH=/tmp/fla seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
   esac || echo "== $w FAILED"
 done
-python3 bench/gpu/ppo_report.py "$OUT" "$ROWS"
+python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""

@@ -1,11 +1,14 @@
 """Reads the logs ppo_bench.sh writes under OUT and prints the side-by-side table: wall time of the round after
-the model is loaded, rows/s, peak GPU memory, and the ratio seed / rlloop.
+the model is loaded, rows/s, peak GPU memory, and the ratio seed / rlloop; also writes OUT/RESULTS-section.md, the
+same table in Markdown with the exact command and the machine, ready for bench/RESULTS.md (the GPU machine cannot
+write into the host's checkout: the file comes back with $OUT).
 rlloop: from its "job start" log line (model loaded) to "job done" (pino JSON); seed: seed_timed.py's SEED_TIMING.
-Usage: python3 ppo_report.py OUT ROWS
+Usage: python3 ppo_report.py OUT ROWS [COMMAND]
 """
 import json
+import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 
@@ -50,6 +53,31 @@ def main():
                 if base in table:
                     print(f"ratio {base} / rlloop-{mode}: {table[base][0] / table[f'rlloop-{mode}'][0]:.2f}x")
     (out / "summary.json").write_text(json.dumps(table))
+    command = sys.argv[3] if len(sys.argv) > 3 else f"bash bench/gpu/ppo_bench.sh {rows}"
+    (out / "RESULTS-section.md").write_text(markdown(table, rows, command))
+
+
+def markdown(table, rows, command):
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        gpu = "no nvidia-smi"
+    try:
+        import torch  # the machine's, for the version line
+        version = torch.__version__
+    except ImportError:
+        version = "?"
+    lines = [f"Command (GPU machine, repository root): `{command}`. {gpu}, torch {version}, "
+             f"{datetime.now(timezone.utc):%Y-%m-%d}, {rows} rows, all runs in this one call.", "",
+             "| run | seconds (model loaded → outputs written) | rows/s | peak GPU GiB |", "|---|---|---|---|"]
+    for name, (s, peak) in table.items():
+        epochs = 2 if name.endswith("ppo") else 1
+        lines.append(f"| {name} | {s:.1f} | {rows * epochs / s:.2f} | {'' if peak is None else f'{peak:.1f}'} |")
+    for mode in ("ppo", "sft"):
+        for base in (f"seed-{mode}", f"seed-fla-{mode}"):
+            if f"rlloop-{mode}" in table and base in table:
+                lines.append(f"\n{base} / rlloop-{mode}: **{table[base][0] / table[f'rlloop-{mode}'][0]:.2f}x**")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
