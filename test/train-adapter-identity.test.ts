@@ -33,4 +33,16 @@ describe("train - sameAdapter", () => {
     expect(await sameAdapter(a, shorter)).toBe(false);
     expect(await sameAdapter(a, config)).toBe(false);
   });
+
+  it("compares files larger than its read chunk to the last byte", async () => {
+    const root = await mkdtemp(join(tmpdir(), "rlloop-adapters-"));
+    const big = Buffer.alloc(2.5 * (1 << 20), 7);
+    const a = await adapter(root, "a", big);
+    const same = await adapter(root, "same", Buffer.from(big));
+    const last = Buffer.from(big);
+    last[last.length - 1] = 8;
+    const differs = await adapter(root, "differs", last);
+    expect(await sameAdapter(a, same)).toBe(true);
+    expect(await sameAdapter(a, differs)).toBe(false);
+  });
 });
