@@ -216,4 +216,27 @@ describe("reload - two vLLM replicas, one failing", () => {
     await reloader.stop();
     expect(failing.loaded().map((l) => l.name)).toContain("bt-r9");
   });
+
+  test("a replica that was down does not skip to a newer announcement whose adapter could not be fetched", async () => {
+    failing.setUnavailable(true);
+    const reloader = await startReloader(nc, { ...options([healthy.url, failing.url]), retry: { retries: 10_000, minTimeoutMs: 20, maxTimeoutMs: 20 } }, log);
+    await publishAdapter(10, { r: 16, alpha: 32, fill: 0.1 });
+    expect((await eventsFor("bt-r10", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "adapter.loaded" });
+    await publishAdapter(11, { r: 16, alpha: 32, fill: 0.2 }, (a) => ({ ...a, sha256: "0".repeat(64), files: a.files.map((f) => (f.name === "adapter_model.safetensors" ? { ...f, sha256: "0".repeat(64) } : f)) }));
+    expect((await eventsFor("bt-r11", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "adapter.load_failed" });
+
+    failing.setUnavailable(false);
+    const fromFailing = async (name: string) => {
+      for (;;) {
+        const e = events.find((x) => x.name === name && x.replica === failing.url);
+        if (e) return e;
+        await new Promise<void>((wake) => waiters.push(wake));
+      }
+    };
+    // round 11 cannot be loaded anywhere, so round 10 is not superseded: the replica loads it
+    expect(await fromFailing("bt-r10")).toMatchObject({ type: "adapter.loaded" });
+    const r11 = await fromFailing("bt-r11");
+    expect(r11.type === "adapter.load_failed" && r11.reason).toMatch(/differs from the announced 0{64}/);
+    await reloader.stop();
+  });
 });

@@ -65,7 +65,7 @@ void TaskProfiler::before_task(const std::string& operation) {
   }
 }
 
-TaskProfiler::~TaskProfiler() {
+void TaskProfiler::close() {
   if (active_ >= 0) finish();
 }
 

@@ -17,11 +17,12 @@ namespace rlloop {
 class TaskProfiler {
  public:
   TaskProfiler();  // reads the environment
-  ~TaskProfiler();  // writes a window still open (the model was closed inside it)
   TaskProfiler(const TaskProfiler&) = delete;
   TaskProfiler& operator=(const TaskProfiler&) = delete;
+  // All three on the worker thread (Kineto's state belongs to the thread that enabled it).
   void before_task(const std::string& operation);
   void after_task();
+  void close();  // writes a window still open (the model was closed inside it)
 
  private:
   struct Window {

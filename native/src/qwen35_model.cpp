@@ -70,6 +70,10 @@ const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
       RLLOOP_CHECK(cached.defined(), Invalid,
                    "image " << i << " of the batch: its cached vision features (key \"" << key
                             << "\") were cleared after the batch was prepared; prepare it again");
+      RLLOOP_CHECK(cached.size(0) == batch.image_tokens[i], Shape,
+                   "image " << i << " of the batch: its cached vision features (key \"" << key << "\") hold "
+                            << cached.size(0) << " tokens but its grid needs " << batch.image_tokens[i]
+                            << " (one key was used for images of different sizes)");
       parts.push_back(cached);
       continue;
     }

@@ -30,7 +30,7 @@ void Worker::run() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
+      if (stopping_) break;
       task = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -38,6 +38,7 @@ void Worker::run() {
     task.run();  // tasks catch their own exceptions (see js_async.cpp)
     profiler_.after_task();
   }
+  profiler_.close();
 }
 
 }  // namespace rlloop

@@ -76,7 +76,8 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   );
   const messages = await consumer.consume();
   let lastRound = 0;
-  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), wanted: 0, loaded: 0 }));
+  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), wanted: 0, loaded: 0, done: 0 }));
+  const fetches = new Map<number, Promise<Fetched>>(); // by round, until every lane is past it
   const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
     for await (const msg of messages) {
@@ -91,7 +92,13 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
       }
       lastRound = parsed.data.round;
       const handled = handleAnnouncement(parsed.data).then(
-        (outcome) => hooks.onOutcome?.(outcome),
+        (outcome) => {
+          try {
+            hooks.onOutcome?.(outcome);
+          } catch (err) {
+            log.error({ err, round: outcome.round }, "the onOutcome hook threw");
+          }
+        },
         // every expected failure becomes an event; this is the unexpected rest (a full disk)
         (err: unknown) => log.error({ err, round: parsed.data.round }, "announcement handling failed; following the next ones"),
       );
@@ -104,7 +111,7 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   /** Queues the announcement on every replica's lane; resolves when every replica has handled it. */
   async function handleAnnouncement(a: AdapterPublished): Promise<AnnouncementOutcome> {
     const alog = log.child({ round: a.round, adapter: a.name });
-    const fetched = fetchWithRetry(a).then(
+    const fetched: Promise<Fetched> = fetchWithRetry(a).then(
       (path) => ({ path }),
       (err: unknown) => {
         const reason = `fetch from ${ADAPTER_BUCKET} failed: ${err instanceof Error ? err.message : String(err)}`;
@@ -112,6 +119,7 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
         return { reason };
       },
     );
+    fetches.set(a.round, fetched);
     const results = clients.map((client, i) => {
       const lane = lanes[i]!;
       lane.wanted = a.round;
@@ -122,14 +130,13 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
     return { round: a.round, name: a.name, results: await Promise.all(results) };
   }
 
-  async function syncOnLane(
-    client: VllmClient, lane: Lane, a: AdapterPublished, fetched: Promise<{ path: string } | { reason: string }>, alog: Logger,
-  ): Promise<SyncResult> {
+  async function syncOnLane(client: VllmClient, lane: Lane, a: AdapterPublished, fetched: Promise<Fetched>, alog: Logger): Promise<SyncResult> {
     const f = await fetched;
+    const newer = "reason" in f ? null : await supersededBy(a.round, lane.wanted);
     let r: SyncResult;
     if ("reason" in f) r = { ok: false, replica: client.replica, name: a.name, reason: f.reason };
-    else if (lane.wanted > a.round) {
-      r = { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${lane.wanted} before this replica got to it` };
+    else if (newer !== null) {
+      r = { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${newer} before this replica got to it` };
     } else {
       r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal);
     }
@@ -142,7 +149,17 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
     // housekeeping first, so an event means the announcement is completely handled on this replica
     if (opts.pruneLocal && r.ok && lanes.every((l) => l.loaded >= a.round)) await pruneLocalDirs(opts, a.round, alog);
     await publishEvent(js, subj.reloads, toEvent(a, r), log);
+    lane.done = a.round;
+    const passed = Math.min(...lanes.map((l) => l.done));
+    for (const round of fetches.keys()) if (round <= passed) fetches.delete(round);
     return r;
+  }
+
+  /** The newest round in (round, wanted] whose adapter was fetched: a replica skips to it; null if none was. */
+  async function supersededBy(round: number, wanted: number): Promise<number | null> {
+    const newer = [...fetches.entries()].filter(([r]) => r > round && r <= wanted).sort(([x], [y]) => y - x);
+    for (const [r, f] of newer) if ("path" in (await f)) return r;
+    return null;
   }
 
   async function fetchWithRetry(a: AdapterPublished): Promise<string> {
@@ -164,12 +181,16 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   };
 }
 
-/** A replica's queue of announcements: the tail of its work, the newest round announced, the newest it loaded. */
+/** A replica's queue of announcements: the tail of its work, the newest round announced, loaded, and handled. */
 interface Lane {
   tail: Promise<void>;
   wanted: number;
   loaded: number;
+  done: number;
 }
+
+/** An announcement's adapter on local disk, or why it could not be fetched. */
+type Fetched = { path: string } | { reason: string };
 
 function toEvent(a: AdapterPublished, r: SyncResult): ReloadEvent {
   const at = new Date().toISOString();
