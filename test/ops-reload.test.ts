@@ -72,6 +72,15 @@ async function eventsFor(name: string, count: number): Promise<ReloadEvent[]> {
   }
 }
 
+/** Resolves with the first event for adapter `name` from the given replica. */
+async function eventOf(replica: FakeVllm, name: string): Promise<ReloadEvent> {
+  for (;;) {
+    const found = events.find((e) => e.name === name && e.replica === replica.url);
+    if (found) return found;
+    await new Promise<void>((wake) => waiters.push(wake));
+  }
+}
+
 const sha256 = (data: string | Uint8Array) => createHash("sha256").update(data).digest("hex");
 
 /** Puts an adapter into the object store as the daemon does and announces it on rlloop.<policy>.adapters. */
@@ -196,20 +205,13 @@ describe("reload - two vLLM replicas, one failing", () => {
     expect(events.filter((e) => e.replica === failing.url && ["bt-r7", "bt-r8", "bt-r9"].includes(e.name))).toEqual([]);
 
     failing.setUnavailable(false);
-    const fromFailing = async (name: string) => {
-      for (;;) {
-        const e = events.find((x) => x.name === name && x.replica === failing.url);
-        if (e) return e;
-        await new Promise<void>((wake) => waiters.push(wake));
-      }
-    };
-    const r9 = await fromFailing("bt-r9");
+    const r9 = await eventOf(failing, "bt-r9");
     expect(r9).toMatchObject({ type: "adapter.loaded" });
     // r8 was queued behind the announcement it was retrying when it came back (r6 or r7, whichever its lane had
     // started): skipped; that one finished, loaded; any other older one was skipped too
-    const r8 = await fromFailing("bt-r8");
+    const r8 = await eventOf(failing, "bt-r8");
     expect(r8.type === "adapter.load_failed" && r8.reason).toBe("superseded by round 9 before this replica got to it");
-    const older = await Promise.all(["bt-r6", "bt-r7"].map(fromFailing));
+    const older = await Promise.all(["bt-r6", "bt-r7"].map((name) => eventOf(failing, name)));
     for (const e of older) {
       expect(e.type === "adapter.loaded" || (e.type === "adapter.load_failed" && /^superseded by round [789] /.test(e.reason))).toBe(true);
     }
@@ -226,16 +228,9 @@ describe("reload - two vLLM replicas, one failing", () => {
     expect((await eventsFor("bt-r11", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "adapter.load_failed" });
 
     failing.setUnavailable(false);
-    const fromFailing = async (name: string) => {
-      for (;;) {
-        const e = events.find((x) => x.name === name && x.replica === failing.url);
-        if (e) return e;
-        await new Promise<void>((wake) => waiters.push(wake));
-      }
-    };
     // round 11 cannot be loaded anywhere, so round 10 is not superseded: the replica loads it
-    expect(await fromFailing("bt-r10")).toMatchObject({ type: "adapter.loaded" });
-    const r11 = await fromFailing("bt-r11");
+    expect(await eventOf(failing, "bt-r10")).toMatchObject({ type: "adapter.loaded" });
+    const r11 = await eventOf(failing, "bt-r11");
     expect(r11.type === "adapter.load_failed" && r11.reason).toMatch(/differs from the announced 0{64}/);
     await reloader.stop();
   });
