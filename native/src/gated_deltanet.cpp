@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "delta_rule_chunks.h"
 #include "gdn_ops.h"
 #include "rms_norm.h"
 
@@ -88,6 +89,10 @@ at::Tensor chunk_gated_delta_rule(const at::Tensor& q_in, const at::Tensor& k_in
   at::Tensor v_beta = (v * beta.unsqueeze(-1)).reshape({B, H, N, C, dv});
   q = q.reshape({B, H, N, C, dk});
   k = k.reshape({B, H, N, C, dk});
+  if (manual_delta_rule_backward()) {  // the same maths as below, one autograd node with a hand-derived backward
+    at::Tensor o = delta_rule_chunks(q, k, v.reshape({B, H, N, C, dv}), beta.reshape({B, H, N, C}), g.reshape({B, H, N, C}));
+    return o.reshape({B, H, N * C, dv}).narrow(2, 0, L).transpose(1, 2).contiguous();
+  }
   at::Tensor cum = g.reshape({B, H, N, C}).cumsum(-1);  // log of the decay from the chunk start to position t
 
   // Intra-chunk: pairwise decay exp(cum_i - cum_j) for j <= i (upper triangle -> -inf before exp, so no overflow).

@@ -86,6 +86,18 @@ at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
   return causal_conv_silu_aten(x, weight);
 }
 
+at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool transpose) {
+#ifdef RLLOOP_CUDA
+  if (A.is_cuda() && kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
+      R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
+    return cuda::unit_lower_solve(A.contiguous(), R.contiguous(), transpose);
+  }
+#endif
+  if (!transpose) return unit_lower_solve_aten(A, R);
+  // (I + SL(A))^T is unit upper triangular with A's strictly lower part transposed
+  return at::linalg_solve_triangular(A.transpose(-1, -2), R, /*upper=*/true, /*left=*/true, /*unitriangular=*/true);
+}
+
 at::Tensor unit_lower_solve(const at::Tensor& A, const at::Tensor& R) {
 #ifdef RLLOOP_CUDA
   if (A.is_cuda() && kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&

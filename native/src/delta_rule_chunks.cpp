@@ -1,0 +1,137 @@
+#include "delta_rule_chunks.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gdn_ops.h"
+
+namespace rlloop {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Everything a chunk needs besides the recurrent state, batched over [B, H, N] (notation of the derivation in
+// backward below: P pairwise decay, KK = (k·β) kᵀ, A = KK ⊙ P, QK = q kᵀ, intra = QK ⊙ P, e = exp(cum),
+// f = exp(cum_last − cum), [U | W] = (I + SL(A))⁻¹ [v·β | k·β·e], Qd = q·e, Kend = k·f, dec = exp(cum_last)).
+struct Chunks {
+  at::Tensor cum, P, kb, vb, KK, A, QK, intra, e, f, X, U, W, Qd, Kend, dec;
+};
+
+Chunks chunk_terms(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                   const at::Tensor& g) {
+  Chunks c;
+  const int64_t C = q.size(3), dv = v.size(4);
+  c.cum = g.cumsum(-1);
+  at::Tensor upper = at::ones({C, C}, q.options().dtype(at::kBool)).triu(1);
+  c.P = (c.cum.unsqueeze(-1) - c.cum.unsqueeze(-2)).masked_fill(upper, -std::numeric_limits<double>::infinity()).exp();
+  c.kb = k * beta.unsqueeze(-1);
+  c.vb = v * beta.unsqueeze(-1);
+  c.KK = at::matmul(c.kb, k.transpose(-1, -2));
+  c.A = c.KK * c.P;
+  c.QK = at::matmul(q, k.transpose(-1, -2));
+  c.intra = c.QK * c.P;
+  c.e = c.cum.exp().unsqueeze(-1);
+  at::Tensor last = c.cum.narrow(-1, C - 1, 1);
+  c.f = (last - c.cum).exp().unsqueeze(-1);
+  c.X = unit_lower_solve_raw(c.A, at::cat({c.vb, c.kb * c.e}, -1), /*transpose=*/false);
+  c.U = c.X.narrow(-1, 0, dv);
+  c.W = c.X.narrow(-1, dv, c.X.size(-1) - dv);
+  c.Qd = q * c.e;
+  c.Kend = k * c.f;
+  c.dec = last.exp().squeeze(-1);  // [B, H, N]
+  return c;
+}
+
+struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& beta, const at::Tensor& g) {
+    const Chunks c = chunk_terms(q, k, v, beta, g);
+    const int64_t B = q.size(0), H = q.size(1), N = q.size(2), dk = q.size(4), dv = v.size(4);
+    at::Tensor states = at::zeros({B, H, N, dk, dv}, q.options());  // S_n, the state at the start of chunk n
+    std::vector<at::Tensor> outputs;
+    at::Tensor S = at::zeros({B, H, dk, dv}, q.options());
+    for (int64_t n = 0; n < N; ++n) {
+      states.select(2, n).copy_(S);
+      at::Tensor V = c.U.select(2, n) - at::matmul(c.W.select(2, n), S);
+      outputs.push_back(at::matmul(c.Qd.select(2, n), S) + at::matmul(c.intra.select(2, n), V));
+      S = S * c.dec.select(2, n).unsqueeze(-1).unsqueeze(-1) + at::matmul(c.Kend.select(2, n).transpose(-1, -2), V);
+    }
+    ctx->save_for_backward({q, k, v, beta, g, states});
+    return at::stack(outputs, 2);
+  }
+
+  // Reverse of the recurrence (per chunk n, with dS the gradient of S_{n+1}):
+  //   V = U − W S_n; O = Qd S_n + intra V; S_{n+1} = dec S_n + Kendᵀ V
+  //   dV = Kend dS + intraᵀ dO; dKend = V dSᵀ; ddec = ⟨S_n, dS⟩; dQd = dO S_nᵀ; dintra = dO Vᵀ
+  //   dU = dV; dW = −dV S_nᵀ; dS_n = dec dS + Qdᵀ dO − Wᵀ dV
+  // then, batched over the chunks, the intra-chunk terms back to q, k, v, beta and g (cum = cumsum g).
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &g = saved[4], &states = saved[5];
+    const at::Tensor dO = grads[0].contiguous();
+    const Chunks c = chunk_terms(q, k, v, beta, g);
+    const int64_t B = q.size(0), H = q.size(1), N = q.size(2), C = q.size(3), dk = q.size(4), dv = v.size(4);
+
+    at::Tensor dQd = at::empty_like(c.Qd), dKend = at::empty_like(c.Kend), dintra = at::empty_like(c.intra);
+    at::Tensor dX = at::empty_like(c.X), ddec = at::empty_like(c.dec);
+    at::Tensor dS = at::zeros({B, H, dk, dv}, q.options());
+    for (int64_t n = N - 1; n >= 0; --n) {
+      const at::Tensor S = states.select(2, n), Wn = c.W.select(2, n), dOn = dO.select(2, n);
+      const at::Tensor V = c.U.select(2, n) - at::matmul(Wn, S);
+      at::Tensor dV = at::matmul(c.Kend.select(2, n), dS) + at::matmul(c.intra.select(2, n).transpose(-1, -2), dOn);
+      dKend.select(2, n).copy_(at::matmul(V, dS.transpose(-1, -2)));
+      ddec.select(2, n).copy_((S * dS).sum({-1, -2}));
+      dQd.select(2, n).copy_(at::matmul(dOn, S.transpose(-1, -2)));
+      dintra.select(2, n).copy_(at::matmul(dOn, V.transpose(-1, -2)));
+      dX.select(2, n).narrow(-1, 0, dv).copy_(dV);
+      dX.select(2, n).narrow(-1, dv, dk).copy_(-at::matmul(dV, S.transpose(-1, -2)));
+      dS = dS * c.dec.select(2, n).unsqueeze(-1).unsqueeze(-1) + at::matmul(c.Qd.select(2, n).transpose(-1, -2), dOn) -
+           at::matmul(Wn.transpose(-1, -2), dV);
+    }
+
+    // [U | W] = M⁻¹ R with M = I + SL(A): dR = M⁻ᵀ dX, dA = −SL(dR Xᵀ)
+    const at::Tensor dR = unit_lower_solve_raw(c.A, dX, /*transpose=*/true);
+    const at::Tensor dA = at::matmul(dR, c.X.transpose(-1, -2)).tril(-1).neg_();
+    const at::Tensor dvb = dR.narrow(-1, 0, dv), dkbe = dR.narrow(-1, dv, dk);
+    at::Tensor dkb = dkbe * c.e;
+    at::Tensor de = (dkbe * c.kb).sum(-1) + (dQd * q).sum(-1);  // [B, H, N, C]: d/de of k·β·e and q·e
+    // A = KK ⊙ P, intra = QK ⊙ P
+    const at::Tensor dKK = dA * c.P, dQK = dintra * c.P;
+    const at::Tensor dP = dA * c.KK + dintra * c.QK;
+    dkb = dkb + at::matmul(dKK, k);
+    at::Tensor grad_k = at::matmul(dKK.transpose(-1, -2), c.kb) + at::matmul(dQK.transpose(-1, -2), q) + dKend * c.f;
+    const at::Tensor grad_q = at::matmul(dQK, k) + dQd * c.e;
+    grad_k = grad_k + dkb * beta.unsqueeze(-1);
+    const at::Tensor grad_v = dvb * beta.unsqueeze(-1);
+    const at::Tensor grad_beta = (dkb * k).sum(-1) + (dvb * v).sum(-1);
+    // cum: through P (exp(cum_i − cum_j)), e = exp(cum), f = exp(cum_last − cum), dec = exp(cum_last)
+    const at::Tensor dlogP = dP * c.P;
+    const at::Tensor df = (dKend * k).sum(-1) * c.f.squeeze(-1);
+    at::Tensor dcum = dlogP.sum(-1) - dlogP.sum(-2) + de * c.e.squeeze(-1) - df;
+    dcum.narrow(-1, C - 1, 1).add_((df.sum(-1) + ddec * c.dec).unsqueeze(-1));
+    const at::Tensor grad_g = dcum.flip(-1).cumsum(-1).flip(-1);  // cum = cumsum(g) within the chunk
+    return {grad_q, grad_k, grad_v, grad_beta, grad_g};
+  }
+};
+
+}  // namespace
+
+bool manual_delta_rule_backward() {
+  static const bool manual = [] {
+    const char* v = std::getenv("RLLOOP_GDN_BACKWARD");
+    return v && std::string(v) == "manual";
+  }();
+  return manual;
+}
+
+at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                             const at::Tensor& g) {
+  return DeltaRuleChunks::apply(q, k, v, beta, g);
+}
+
+}  // namespace rlloop
