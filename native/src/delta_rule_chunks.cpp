@@ -15,6 +15,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The same terms as chunk_gated_delta_rule's ATen path (gated_deltanet.cpp), written once more here because that
+// path must stay differentiable op by op; when this backward becomes the default, that path should call this.
 // Everything a chunk needs besides the recurrent state, batched over [B, H, N] (notation of the derivation in
 // backward below: P pairwise decay, KK = (k·β) kᵀ, A = KK ⊙ P, QK = q kᵀ, intra = QK ⊙ P, e = exp(cum),
 // f = exp(cum_last − cum), [U | W] = (I + SL(A))⁻¹ [v·β | k·β·e], Qd = q·e, Kend = k·f, dec = exp(cum_last)).
