@@ -1,17 +1,37 @@
 // Fixtures of the trainer's tests, generated at test time by the Python scripts in scripts/reference/ and cached
 // under os.tmpdir() keyed by a hash of the generating scripts (and their inputs), so reruns are fast.
 import { createHash } from "node:crypto";
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, readFile, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execa } from "execa";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const REFERENCE = join(ROOT, "scripts", "reference");
-export const QWEN_FIXTURES = join(ROOT, "..", "shared", "fixtures", "qwen3.5");
+export const QWEN_FIXTURES = join(sharedRoot(), "fixtures", "qwen3.5");
 export const CHAT_TEMPLATE = join(QWEN_FIXTURES, "chat_template.jinja");
+
+/**
+ * The read-only ../shared folder beside the checkout (its fixtures are the real Qwen3.5 template and golden ids):
+ * RLLOOP_SHARED, else ../shared, else the one beside the repository this checkout was cloned from (a clean clone
+ * made elsewhere, e.g. `git clone . /tmp/ci`, still finds it).
+ */
+function sharedRoot(): string {
+  if (process.env.RLLOOP_SHARED) return process.env.RLLOOP_SHARED;
+  const beside = join(ROOT, "..", "shared");
+  if (existsSync(beside)) return beside;
+  try {
+    const origin = execFileSync("git", ["-C", ROOT, "config", "--get", "remote.origin.url"], { encoding: "utf8" }).trim();
+    const besideOrigin = join(origin, "..", "shared");
+    if (isAbsolute(origin) && existsSync(besideOrigin)) return besideOrigin;
+  } catch {
+    // not a clone, or no origin: fall through to the usual place (tests then name the missing file)
+  }
+  return beside;
+}
 
 /** The venv python: RLLOOP_PYTHON, else .rlloop/env.json (scripts/setup.sh writes it). */
 export function python(): string {
