@@ -15,20 +15,20 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The same terms as chunk_gated_delta_rule's ATen path (gated_deltanet.cpp), written once more here because that
-// path must stay differentiable op by op; when this backward becomes the default, that path should call this.
 // Everything a chunk needs besides the recurrent state, batched over [B, H, N] (notation of the derivation in
 // backward below: P pairwise decay, KK = (k·β) kᵀ, A = KK ⊙ P, QK = q kᵀ, intra = QK ⊙ P, e = exp(cum),
 // f = exp(cum_last − cum), [U | W] = (I + SL(A))⁻¹ [v·β | k·β·e], Qd = q·e, Kend = k·f, dec = exp(cum_last)).
+// `differentiable`: the triangular solve as an autograd op (the default path), or plain (inside DeltaRuleChunks).
 struct Chunks {
   at::Tensor cum, P, kb, vb, KK, A, QK, intra, e, f, X, U, W, Qd, Kend, dec;
 };
 
 Chunks chunk_terms(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                   const at::Tensor& g) {
+                   const at::Tensor& g, bool differentiable) {
   Chunks c;
   const int64_t C = q.size(3), dv = v.size(4);
-  c.cum = g.cumsum(-1);
+  c.cum = g.cumsum(-1);  // log of the decay from the chunk start to position t
+  // exp(cum_i − cum_j) for j <= i; the upper triangle goes to −inf before exp, so nothing overflows
   at::Tensor upper = at::ones({C, C}, q.options().dtype(at::kBool)).triu(1);
   c.P = (c.cum.unsqueeze(-1) - c.cum.unsqueeze(-2)).masked_fill(upper, -std::numeric_limits<double>::infinity()).exp();
   c.kb = k * beta.unsqueeze(-1);
@@ -40,31 +40,42 @@ Chunks chunk_terms(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   c.e = c.cum.exp().unsqueeze(-1);
   at::Tensor last = c.cum.narrow(-1, C - 1, 1);
   c.f = (last - c.cum).exp().unsqueeze(-1);
-  c.X = unit_lower_solve_raw(c.A, at::cat({c.vb, c.kb * c.e}, -1), /*transpose=*/false);
+  // UT transform: one unit-lower solve for [v·β | k·β·e] (the diagonal and the zero upper part of A are ignored)
+  at::Tensor rhs = at::cat({c.vb, c.kb * c.e}, -1);
+  c.X = differentiable ? unit_lower_solve(c.A, rhs) : unit_lower_solve_raw(c.A, rhs, /*transpose=*/false);
   c.U = c.X.narrow(-1, 0, dv);
   c.W = c.X.narrow(-1, dv, c.X.size(-1) - dv);
-  c.Qd = q * c.e;
-  c.Kend = k * c.f;
+  c.Qd = q * c.e;       // reads the state at the chunk start
+  c.Kend = k * c.f;     // writes decayed to the chunk end
   c.dec = last.exp().squeeze(-1);  // [B, H, N]
   return c;
+}
+
+// The sequential scan over the N chunks (not over tokens), state S [B, H, dk, dv] from zero:
+//   V = U − W S_n; O_n = Qd S_n + intra V; S_{n+1} = dec S_n + Kendᵀ V.
+// Returns O [B, H, N, C, dv]; with `states`, S_n is also written to states[:, :, n].
+at::Tensor scan(const Chunks& c, at::Tensor* states) {
+  const int64_t B = c.U.size(0), H = c.U.size(1), N = c.U.size(2), dk = c.W.size(4), dv = c.U.size(4);
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(N);
+  at::Tensor S = at::zeros({B, H, dk, dv}, c.U.options());
+  for (int64_t n = 0; n < N; ++n) {
+    if (states) states->select(2, n).copy_(S);
+    at::Tensor V = c.U.select(2, n) - at::matmul(c.W.select(2, n), S);
+    outputs.push_back(at::matmul(c.Qd.select(2, n), S) + at::matmul(c.intra.select(2, n), V));
+    S = S * c.dec.select(2, n).unsqueeze(-1).unsqueeze(-1) + at::matmul(c.Kend.select(2, n).transpose(-1, -2), V);
+  }
+  return at::stack(outputs, 2);
 }
 
 struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& beta, const at::Tensor& g) {
-    const Chunks c = chunk_terms(q, k, v, beta, g);
-    const int64_t B = q.size(0), H = q.size(1), N = q.size(2), dk = q.size(4), dv = v.size(4);
-    at::Tensor states = at::zeros({B, H, N, dk, dv}, q.options());  // S_n, the state at the start of chunk n
-    std::vector<at::Tensor> outputs;
-    at::Tensor S = at::zeros({B, H, dk, dv}, q.options());
-    for (int64_t n = 0; n < N; ++n) {
-      states.select(2, n).copy_(S);
-      at::Tensor V = c.U.select(2, n) - at::matmul(c.W.select(2, n), S);
-      outputs.push_back(at::matmul(c.Qd.select(2, n), S) + at::matmul(c.intra.select(2, n), V));
-      S = S * c.dec.select(2, n).unsqueeze(-1).unsqueeze(-1) + at::matmul(c.Kend.select(2, n).transpose(-1, -2), V);
-    }
+    const Chunks c = chunk_terms(q, k, v, beta, g, /*differentiable=*/false);
+    at::Tensor states = at::empty({q.size(0), q.size(1), q.size(2), q.size(4), v.size(4)}, q.options());
+    at::Tensor out = scan(c, &states);
     ctx->save_for_backward({q, k, v, beta, g, states});
-    return at::stack(outputs, 2);
+    return out;
   }
 
   // Reverse of the recurrence (per chunk n, with dS the gradient of S_{n+1}):
@@ -76,7 +87,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &g = saved[4], &states = saved[5];
     const at::Tensor dO = grads[0].contiguous();
-    const Chunks c = chunk_terms(q, k, v, beta, g);
+    const Chunks c = chunk_terms(q, k, v, beta, g, /*differentiable=*/false);
     const int64_t B = q.size(0), H = q.size(1), N = q.size(2), C = q.size(3), dk = q.size(4), dv = v.size(4);
 
     at::Tensor dQd = at::empty_like(c.Qd), dKend = at::empty_like(c.Kend), dintra = at::empty_like(c.intra);
@@ -121,8 +132,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
   }
 };
 
-}  // namespace
-
+// Whether RLLOOP_GDN_BACKWARD=manual asks for the hand-derived backward (read once per process).
 bool manual_delta_rule_backward() {
   static const bool manual = [] {
     const char* v = std::getenv("RLLOOP_GDN_BACKWARD");
@@ -131,9 +141,12 @@ bool manual_delta_rule_backward() {
   return manual;
 }
 
+}  // namespace
+
 at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                              const at::Tensor& g) {
-  return DeltaRuleChunks::apply(q, k, v, beta, g);
+  if (manual_delta_rule_backward()) return DeltaRuleChunks::apply(q, k, v, beta, g);
+  return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/true), nullptr);  // autograd records every op
 }
 
 }  // namespace rlloop

@@ -1,7 +1,8 @@
-// The chunked gated delta rule's core as one autograd function with a hand-derived backward (opt-in:
-// RLLOOP_GDN_BACKWARD=manual; the default lets autograd replay the ATen ops of gated_deltanet.cpp). It saves only
-// its inputs and the chunk-start states and recomputes the chunk intermediates in backward, so a layer keeps far
-// fewer activations; whether it is also faster on a GPU is for bench/gpu/kernel_check.sh to say (not measured yet).
+// The chunked gated delta rule's core: the chunk terms (intra-chunk decay, the UT transform's triangular solve)
+// and the scan over chunks. By default autograd records and replays each ATen op; with RLLOOP_GDN_BACKWARD=manual
+// it is one autograd node with a hand-derived backward that saves only its inputs and the chunk-start states and
+// recomputes the chunk terms, keeping far fewer activations (opt-in until bench/gpu/kernel_check.sh has measured
+// it on a GPU).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -11,8 +12,5 @@ namespace rlloop {
 // [B, H, N, C, dv], beta and g [B, H, N, C], float32, padded to whole chunks. Returns o [B, H, N, C, dv].
 at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                              const at::Tensor& g);
-
-// Whether RLLOOP_GDN_BACKWARD=manual asks for delta_rule_chunks (read once per process).
-bool manual_delta_rule_backward();
 
 }  // namespace rlloop

@@ -1,11 +1,10 @@
 #include "gated_deltanet.h"
-#include "profiler.h"
 
 #include <cmath>
-#include <limits>
 
 #include "delta_rule_chunks.h"
 #include "gdn_ops.h"
+#include "profiler.h"
 #include "rms_norm.h"
 
 namespace rlloop {
@@ -85,51 +84,9 @@ at::Tensor chunk_gated_delta_rule(const at::Tensor& q_in, const at::Tensor& k_in
   at::Tensor v = heads_major(v_in, pad);
   at::Tensor beta = at::constant_pad_nd(beta_in.to(at::kFloat).transpose(1, 2), {0, pad});  // [B, H, L + pad]
   at::Tensor g = at::constant_pad_nd(g_in.to(at::kFloat).transpose(1, 2), {0, pad});
-  at::Tensor k_beta = (k * beta.unsqueeze(-1)).reshape({B, H, N, C, dk});
-  at::Tensor v_beta = (v * beta.unsqueeze(-1)).reshape({B, H, N, C, dv});
-  q = q.reshape({B, H, N, C, dk});
-  k = k.reshape({B, H, N, C, dk});
-  if (manual_delta_rule_backward()) {  // the same maths as below, one autograd node with a hand-derived backward
-    at::Tensor o = delta_rule_chunks(q, k, v.reshape({B, H, N, C, dv}), beta.reshape({B, H, N, C}), g.reshape({B, H, N, C}));
-    return o.reshape({B, H, N * C, dv}).narrow(2, 0, L).transpose(1, 2).contiguous();
-  }
-  at::Tensor cum = g.reshape({B, H, N, C}).cumsum(-1);  // log of the decay from the chunk start to position t
-
-  // Intra-chunk: pairwise decay exp(cum_i - cum_j) for j <= i (upper triangle -> -inf before exp, so no overflow).
-  at::Tensor upper = at::ones({C, C}, at::TensorOptions().dtype(at::kBool).device(q.device())).triu(1);
-  at::Tensor pairwise = (cum.unsqueeze(-1) - cum.unsqueeze(-2))
-                            .masked_fill(upper, -std::numeric_limits<double>::infinity())
-                            .exp();                                                       // [B, H, N, C, C]
-  at::Tensor ut_system = at::matmul(k_beta, k.transpose(-1, -2)) * pairwise;
-  at::Tensor intra = at::matmul(q, k.transpose(-1, -2)) * pairwise;
-  at::Tensor decay_from_start = cum.exp().unsqueeze(-1);                                 // [B, H, N, C, 1]
-
-  // UT transform: (I + strictly_lower(ut_system))^-1 applied to [v_beta | k_beta·decay] in one triangular solve
-  // (unitriangular ignores the diagonal and the masked upper part is zero).
-  at::Tensor rhs = at::cat({v_beta, k_beta * decay_from_start}, -1);
-  at::Tensor solved = unit_lower_solve(ut_system, rhs);
-  at::Tensor new_values = solved.narrow(-1, 0, dv);   // [B, H, N, C, dv]
-  at::Tensor k_cumdecay = solved.narrow(-1, dv, dk);  // [B, H, N, C, dk]
-
-  at::Tensor q_decayed = q * decay_from_start;                                         // reads the state at chunk start
-  at::Tensor k_to_end = k * (cum.narrow(-1, C - 1, 1) - cum).exp().unsqueeze(-1);       // writes decayed to chunk end
-  at::Tensor chunk_decay = cum.narrow(-1, C - 1, 1).exp().unsqueeze(-1);               // [B, H, N, 1, 1]
-
-  // Inter-chunk: a sequential scan over the N chunks (not over tokens), state S [B, H, dk, dv].
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(N);
-  at::Tensor state;
-  for (int64_t i = 0; i < N; ++i) {
-    at::Tensor vals = new_values.select(2, i), kcd = k_cumdecay.select(2, i);
-    at::Tensor v_new = state.defined() ? vals - at::matmul(kcd, state) : vals;
-    at::Tensor out = at::matmul(intra.select(2, i), v_new);
-    if (state.defined()) out = at::matmul(q_decayed.select(2, i), state) + out;
-    outputs.push_back(out);
-    at::Tensor write = at::matmul(k_to_end.select(2, i).transpose(-1, -2), v_new);
-    state = state.defined() ? state * chunk_decay.select(2, i) + write : write;
-  }
-  at::Tensor o = at::stack(outputs, 2).reshape({B, H, N * C, dv}).narrow(2, 0, L);
-  return o.transpose(1, 2).contiguous();  // [B, L, H, dv]
+  at::Tensor o = delta_rule_chunks(q.reshape({B, H, N, C, dk}), k.reshape({B, H, N, C, dk}), v.reshape({B, H, N, C, dv}),
+                                   beta.reshape({B, H, N, C}), g.reshape({B, H, N, C}));
+  return o.reshape({B, H, N * C, dv}).narrow(2, 0, L).transpose(1, 2).contiguous();  // [B, L, H, dv]
 }
 
 }  // namespace rlloop

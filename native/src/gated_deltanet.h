@@ -24,8 +24,9 @@ class GatedDeltaNet {
   at::Tensor norm_weight_;  // [dv]
 };
 
-// The gated delta rule evaluated in chunks (transformers' torch_chunk_gated_delta_rule; qwen35.md §5.4), built from
-// differentiable ops so autograd runs through it (gdn_ops.h: the triangular solves as a CUDA kernel on GPUs).
+// The gated delta rule evaluated in chunks (transformers' torch_chunk_gated_delta_rule; qwen35.md §5.4): the inputs
+// prepared here, the chunk terms and the scan over chunks in delta_rule_chunks.h (differentiable; gdn_ops.h: the
+// triangular solves as a CUDA kernel on GPUs).
 // q, k [B, L, Hk, dk] (key heads), v [B, L, H, dv], g and beta [B, L, H]; H a multiple of Hk, key head h serving
 // value heads h*H/Hk … (h+1)*H/Hk - 1; any float dtype (computed in float32). q and k are L2-normalised here (eps
 // 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns [B, L, H, dv] float32, the state starting at 0.
