@@ -103,15 +103,17 @@ async function fixedLogprobs(
   const n = rows[0]!.code.length;
   const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
   const shared = await sameAdapter(job.adapter!, job.ref!);
-  const out: Record<string, Float32Array> = {};
-  for (const adapter of shared ? [POLICY] : [REFERENCE, POLICY]) {
-    const values = new Float32Array(rows.length * n); // zeros except this rank's rows, summed over ranks below
-    for await (const b of preparedBatches(model, collator, rows, batches(mine, 2 * job.batch), job.data, wait)) {
+  const adapters = shared ? [POLICY] : [REFERENCE, POLICY];
+  // zeros except this rank's rows, summed over ranks below; each batch is prepared once for both adapters
+  const values = Object.fromEntries(adapters.map((a) => [a, new Float32Array(rows.length * n)]));
+  for await (const b of preparedBatches(model, collator, rows, batches(mine, 2 * job.batch), job.data, wait)) {
+    for (const adapter of adapters) {
       const { logp, K } = await model.logprobs(b.batch, { adapter });
-      b.indices.forEach((row, i) => values.set(logp.subarray(i * K, i * K + n), row * n));
+      b.indices.forEach((row, i) => values[adapter]!.set(logp.subarray(i * K, i * K + n), row * n));
     }
-    out[adapter] = await sumOverRanks(ctx, values);
   }
+  const out: Record<string, Float32Array> = {};
+  for (const adapter of adapters) out[adapter] = await sumOverRanks(ctx, values[adapter]!);
   ctx.log.info(
     { passes: shared ? 1 : 2, refIsPolicy: shared, seconds: secondsSince(start), dataWaitS: round2(wait.ms / 1000) },
     "ppo fixed log-probs",
