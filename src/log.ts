@@ -16,7 +16,9 @@ export function createRootLogger(level: LevelWithSilent, destination?: Destinati
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return destination ? pino(options, destination) : pino(options);
+  // pino's own default stdout stream is asynchronous (sonic-boom, sync off): lines could land after later plain
+  // writes to stdout (the demo's table) or be lost in a crash; ask for the synchronous one the comment promises.
+  return pino(options, destination ?? pino.destination({ dest: 1, sync: true }));
 }
 
 /** Replace the root logger's level (the daemon sets it from config.log.level). */
