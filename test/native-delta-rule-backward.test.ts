@@ -1,5 +1,5 @@
-// The hand-derived backward of the chunked delta rule (native/src/delta_rule_chunks.cpp, RLLOOP_GDN_BACKWARD=manual)
-// against autograd through the ATen formulation (the default, which native-lora checks against PEFT): the same
+// The hand-derived backward of the chunked delta rule (native/src/delta_rule_chunks.cpp, the default) against
+// autograd replaying the ATen formulation op by op (RLLOOP_GDN_BACKWARD=autograd): the same
 // LoRA gradients and log-probs on both tiny configs, rows long enough for several chunks and right-padded.
 // Each variant runs in its own process: the switch is read from the real environment, once.
 import { mkdtemp, readFile } from "node:fs/promises";
@@ -44,7 +44,7 @@ interface Run {
 async function run(model: string, manual: boolean): Promise<Run> {
   const out = join(await mkdtemp(join(tmpdir(), "rlloop-delta-")), "run.json");
   await execa(process.execPath, ["--import", "tsx", "--input-type=module", "-e", SCRIPT, model, out], {
-    env: manual ? { RLLOOP_GDN_BACKWARD: "manual" } : {},
+    env: { RLLOOP_GDN_BACKWARD: manual ? "manual" : "autograd" },
   });
   return JSON.parse(await readFile(out, "utf8")) as Run;
 }

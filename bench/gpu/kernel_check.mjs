@@ -1,11 +1,11 @@
 // One forward (log-probs) and one backward (SFT objective, LoRA gradients) of the native module on make_rows.py's
 // rows, timed after a warm-up pass, writing the log-probs and every LoRA gradient to OUT_DIR. Run twice, with
-// RLLOOP_GDN_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels of gdn_kernels.cu), then compare_kernels.py.
+// RLLOOP_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels of gdn_kernels.cu and norm_kernels.cu), then compare_kernels.py.
 // Usage: node bench/gpu/kernel_check.mjs MODEL_DIR ROWS_DIR ADAPTER_DIR OUT_DIR [--dtype bfloat16] [--rows 8]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { Model, preprocessImage } from "../../dist/native.js";
+import { Model, deviceMemoryStats, preprocessImage, resetPeakMemoryStats } from "../../dist/native.js";
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -31,16 +31,20 @@ await model.loadAdapter("policy", adapterDir);
 model.setTrainable("policy");
 const pass = async () => {
   const batch = await model.prepare(inputs);
+  const before = deviceMemoryStats("cuda:0").allocatedBytes;
+  resetPeakMemoryStats("cuda:0");
   const t0 = performance.now();
   const { logp } = await model.logprobs(batch, { adapter: "policy" });
   const t1 = performance.now();
   await model.backward(batch, { kind: "sft", scale: 1 });
   const t2 = performance.now();
-  return { logp, forwardMs: t1 - t0, backwardMs: t2 - t1 };
+  // what the forward + backward held above the model, adapter and batch: the saved activations and their peak
+  const activationGiB = (deviceMemoryStats("cuda:0").peakAllocatedBytes - before) / 2 ** 30;
+  return { logp, forwardMs: t1 - t0, backwardMs: t2 - t1, activationGiB };
 };
 await pass(); // warm-up (cuBLAS handles, allocator); its gradients are discarded below
 const grads0 = await model.gradients("policy");
-const { logp, forwardMs, backwardMs } = await pass();
+const { logp, forwardMs, backwardMs, activationGiB } = await pass();
 const grads1 = await model.gradients("policy");
 // gradients accumulate: the second pass's own gradient is the difference
 const keys = Object.keys(grads1).sort();
@@ -51,5 +55,5 @@ const flat = new Float32Array(total);
 let offset = 0;
 for (const p of parts) { flat.set(p, offset); offset += p.length; }
 writeFileSync(join(outDir, "grads.bin"), Buffer.from(flat.buffer));
-writeFileSync(join(outDir, "meta.json"), JSON.stringify({ keys: keys.map((k, i) => [k, parts[i].length]), forwardMs, backwardMs }));
-console.log(JSON.stringify({ dtype: values.dtype, kernels: process.env.RLLOOP_GDN_KERNELS ?? "1", rows: rows.length, forwardMs, backwardMs }));
+writeFileSync(join(outDir, "meta.json"), JSON.stringify({ keys: keys.map((k, i) => [k, parts[i].length]), forwardMs, backwardMs, activationGiB }));
+console.log(JSON.stringify({ dtype: values.dtype, kernels: process.env.RLLOOP_KERNELS ?? "1", rows: rows.length, backward: process.env.RLLOOP_GDN_BACKWARD ?? "manual", forwardMs, backwardMs, activationGiB }));

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA kernels of native/src/gdn_kernels.cu against the ATen formulation they replace, on the GPU machine at
 # the real 9B shapes: log-probs and every LoRA gradient of one forward + backward (kernel_check.mjs), each variant
-# in its own process. Variants are dtype:rows:kernels:tf32[:backward] (RLLOOP_GDN_KERNELS, RLLOOP_TF32,
-# RLLOOP_GDN_BACKWARD=manual for the hand-derived delta-rule backward); the first is the
+# in its own process. Variants are dtype:rows:kernels:tf32[:backward] (RLLOOP_KERNELS, RLLOOP_TF32,
+# RLLOOP_GDN_BACKWARD: manual = the hand-derived delta-rule backward, the default; autograd); the first is the
 # reference the others are compared with (compare_kernels.py), and each prints its forward/backward milliseconds.
 # Usage: bash bench/gpu/kernel_check.sh ["float32:4:0:0 float32:4:1:0 bfloat16:4:1:0 bfloat16:4:1:1"]
 source bench/gpu/device-env.sh
@@ -12,14 +12,16 @@ VARIANTS=${1:-"float32:4:0:0 float32:4:1:0 bfloat16:4:1:0 bfloat16:4:1:1"}
 [ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
-[ -f "$ROWS/rows.json" ] || python3 bench/gpu/make_rows.py "$ROWS" --rows 8
+MAX_ROWS=$(for v in $VARIANTS; do echo "$v" | cut -d: -f2; done | sort -n | tail -1)
+[ -f "$ROWS/rows.json" ] && [ "$(python3 -c "import json;print(len(json.load(open('$ROWS/rows.json'))))")" -ge "$MAX_ROWS" ] ||
+  python3 bench/gpu/make_rows.py "$ROWS" --rows "$MAX_ROWS"
 [ -f "$PPO/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$PPO" --rows 16)
 reference=""
 for v in $VARIANTS; do
   IFS=: read -r dtype rows kernels tf32 backward <<< "$v"
-  dir=/tmp/kc-$dtype-$rows-$kernels-$tf32-${backward:-autograd}
-  RLLOOP_GDN_KERNELS=$kernels RLLOOP_TF32=$tf32 RLLOOP_GDN_BACKWARD=${backward:-autograd} node bench/gpu/kernel_check.mjs "$MODEL" "$ROWS" "$PPO/adapter" "$dir" --dtype "$dtype" --rows "$rows"
+  dir=/tmp/kc-$dtype-$rows-$kernels-$tf32-${backward:-manual}
+  RLLOOP_KERNELS=$kernels RLLOOP_TF32=$tf32 RLLOOP_GDN_BACKWARD=${backward:-manual} node bench/gpu/kernel_check.mjs "$MODEL" "$ROWS" "$PPO/adapter" "$dir" --dtype "$dtype" --rows "$rows"
   if [ -z "$reference" ]; then reference=$dir; continue; fi
   echo "== $v against ${reference#/tmp/kc-}"
-  python3 bench/gpu/compare_kernels.py "$reference" "$dir" | tee "$OUT/kernels-$dtype-$kernels-$tf32-${backward:-autograd}.json"
+  python3 bench/gpu/compare_kernels.py "$reference" "$dir" | tee "$OUT/kernels-$dtype-$kernels-$tf32-${backward:-manual}.json"
 done

@@ -132,11 +132,12 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
   }
 };
 
-// Whether RLLOOP_GDN_BACKWARD=manual asks for the hand-derived backward (read once per process).
+// The hand-derived backward unless RLLOOP_GDN_BACKWARD=autograd asks for autograd's op-by-op replay (kept to
+// compare the two; read once per process).
 bool manual_delta_rule_backward() {
   static const bool manual = [] {
     const char* v = std::getenv("RLLOOP_GDN_BACKWARD");
-    return v && std::string(v) == "manual";
+    return !(v && std::string(v) == "autograd");
   }();
   return manual;
 }

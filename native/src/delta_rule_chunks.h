@@ -1,8 +1,8 @@
 // The chunked gated delta rule's core: the chunk terms (intra-chunk decay, the UT transform's triangular solve)
-// and the scan over chunks. By default autograd records and replays each ATen op; with RLLOOP_GDN_BACKWARD=manual
-// it is one autograd node with a hand-derived backward that saves only its inputs and the chunk-start states and
-// recomputes the chunk terms, keeping far fewer activations (opt-in until bench/gpu/kernel_check.sh has measured
-// it on a GPU).
+// and the scan over chunks, as one autograd node with a hand-derived backward that saves only its inputs and the
+// chunk-start states and recomputes the chunk terms. Measured on an H200 at the 9B shapes, 16 rows bf16
+// (bench/gpu/kernel_check.sh): backward 857 vs 905 ms and activations 61.6 vs 83.9 GiB against autograd replaying
+// each ATen op, which RLLOOP_GDN_BACKWARD=autograd still selects (gradients equal within 2.4e-6 in float32).
 #pragma once
 #include <ATen/ATen.h>
 

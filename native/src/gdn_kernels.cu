@@ -3,6 +3,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include "cuda_vector.cuh"
+
 namespace rlloop::cuda {
 namespace {
 
@@ -15,20 +17,10 @@ __device__ __forceinline__ float to_float(const T* p) {
 
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
 
-// Eight consecutive channels of one token per thread (one 16-byte load per tap for bf16): neighbouring threads
-// take neighbouring channel groups, so every tap is a coalesced read, and the K taps of a token hit the cache
-// lines the previous token's thread read. Index arithmetic in 32 bits (the launcher checks the size).
-constexpr int kVec = 8;
-
-template <typename T>
-struct alignas(sizeof(T) * kVec) Pack {
-  T v[kVec];
-};
-
-template <typename T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T>*>(p);
-}
+// Eight consecutive channels of one token per thread (one 16-byte load per tap for bf16, cuda_vector.cuh):
+// neighbouring threads take neighbouring channel groups, so every tap is a coalesced read, and the K taps of a
+// token hit the cache lines the previous token's thread read. Index arithmetic in 32 bits (the launcher checks
+// the size).
 
 // acc[e] = Σ_j w[c0 + e, j] · x[t - K + 1 + j, c0 + e], then rounded to T (conv1d's output dtype).
 template <typename T>
@@ -57,7 +49,7 @@ __global__ void conv_silu_forward_kernel(const T* __restrict__ x, const T* __res
   Pack<T> o;
 #pragma unroll
   for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(silu(pre[e]));
-  *reinterpret_cast<Pack<T>*>(out + token * C + c0) = o;
+  store_pack(out + token * C + c0, o);
 }
 
 // d/dpre silu(pre) · grad_out, rounded to the dtype as autograd's SiluBackward is; pre recomputed from x.
@@ -77,7 +69,7 @@ __global__ void conv_silu_grad_pre_kernel(const T* __restrict__ grad_out, const 
     const float sg = 1.0f / (1.0f + __expf(-pre[e]));
     o.v[e] = static_cast<T>(static_cast<float>(go.v[e]) * sg * (1.0f + pre[e] * (1.0f - sg)));
   }
-  *reinterpret_cast<Pack<T>*>(grad_pre + token * C + c0) = o;
+  store_pack(grad_pre + token * C + c0, o);
 }
 
 // grad_x[t] = Σ_j w[j] · grad_pre[t + K - 1 - j] (the transposed causal conv), float32 accumulation.
@@ -98,7 +90,7 @@ __global__ void conv_input_grad_kernel(const T* __restrict__ grad_pre, const T* 
   Pack<T> o;
 #pragma unroll
   for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(acc[e]);
-  *reinterpret_cast<Pack<T>*>(grad_x + token * C + c0) = o;
+  store_pack(grad_x + token * C + c0, o);
 }
 
 void check_conv_args(const at::Tensor& x, const at::Tensor& w) {

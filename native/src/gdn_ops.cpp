@@ -2,9 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
-#include <string>
-
+#include "cuda_kernels_switch.h"
 #ifdef RLLOOP_CUDA
 #include "gdn_kernels.h"
 #endif
@@ -25,15 +23,6 @@ at::Tensor unit_lower_solve_aten(const at::Tensor& A, const at::Tensor& R) {
 }
 
 #ifdef RLLOOP_CUDA
-// RLLOOP_GDN_KERNELS=0 forces the ATen path on the GPU too (to compare the two there).
-bool kernels_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("RLLOOP_GDN_KERNELS");
-    return !(v && std::string(v) == "0");
-  }();
-  return enabled;
-}
-
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -67,17 +56,9 @@ struct UnitLowerSolve : public torch::autograd::Function<UnitLowerSolve> {
 
 }  // namespace
 
-bool gdn_kernels_available() {
-#ifdef RLLOOP_CUDA
-  return kernels_enabled();
-#else
-  return false;
-#endif
-}
-
 at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 #ifdef RLLOOP_CUDA
-  if (x.is_cuda() && kernels_enabled() && x.is_contiguous() && !weight.requires_grad() &&
+  if (x.is_cuda() && cuda_kernels_enabled() && x.is_contiguous() && !weight.requires_grad() &&
       (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat)) {
     at::Tensor w = weight.reshape({weight.size(0), weight.size(2)}).to(x.scalar_type()).contiguous();
     return CausalConvSilu::apply(x, w);
@@ -88,7 +69,7 @@ at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool transpose) {
 #ifdef RLLOOP_CUDA
-  if (A.is_cuda() && kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
+  if (A.is_cuda() && cuda_kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
       R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
     return cuda::unit_lower_solve(A.contiguous(), R.contiguous(), transpose);
   }
@@ -100,7 +81,7 @@ at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool t
 
 at::Tensor unit_lower_solve(const at::Tensor& A, const at::Tensor& R) {
 #ifdef RLLOOP_CUDA
-  if (A.is_cuda() && kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
+  if (A.is_cuda() && cuda_kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
       R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
     return UnitLowerSolve::apply(A.contiguous(), R.contiguous());
   }

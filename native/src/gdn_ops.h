@@ -17,7 +17,4 @@ at::Tensor unit_lower_solve(const at::Tensor& A, const at::Tensor& R);
 // The same solve outside autograd, or with transpose (I + strictly_lower(A))^-T R (for hand-written backwards).
 at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool transpose);
 
-// Whether the CUDA kernels are compiled in (the same call then takes them for CUDA tensors).
-bool gdn_kernels_available();
-
 }  // namespace rlloop

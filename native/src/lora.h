@@ -1,7 +1,9 @@
 // LoraLinear: a frozen bias-free Linear of the language model with LoRA adapters attached by name (PEFT semantics):
 //   y = W x + scale · B (A x),  scale = alpha / r,  A [r, in], B [out, r].
 // A and B are float32 masters (autograd leaves). In a bfloat16 model the LoRA product runs in bfloat16 from casts of
-// the masters, as PEFT under torch.autocast does; gradients flow through the casts into the float32 masters.
+// the masters, as PEFT under torch.autocast does (the scale applied to B before its cast, and the sum with W x in
+// the base GEMM's float32 accumulator: within one bfloat16 rounding of PEFT's separate scale and add); gradients
+// flow through the casts into the float32 masters.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -65,7 +65,7 @@ class Qwen35Model {
 
   at::Tensor embed(PreparedBatch& batch);
   // How many leading decoder layers recompute their forward in backward (Checkpointing: on = all, off = none,
-  // auto = as many as needed to keep the rest's activations within a budget on an accelerator; none on the CPU).
+  // auto = as many as needed to keep the peak under 76 GiB on an accelerator; none on the CPU).
   size_t checkpointed_layers(const PreparedBatch& batch) const;
   std::vector<at::Tensor> trainable_tensors(size_t layer, const std::string* adapter);
 };
