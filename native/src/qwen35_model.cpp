@@ -102,14 +102,14 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   if (device_.is_cpu()) return 0;
   // Auto on an accelerator: keep as many layers' saved activations as fit between what is allocated now (weights,
   // adapters, optimizer state, gradients, the batch) and kPeakTarget, and recompute the rest (the first ones: their
-  // activations would live longest). Per token and layer the forward keeps about 20 hidden-sized and 6
+  // activations would live longest). Per token and layer the forward keeps about 14 hidden-sized and 6
   // intermediate-sized vectors in the model dtype — measured on one H200 at the 9B shapes, 16 rows x ~420 tokens,
-  // nothing recomputed: 61.6 GiB of activations and backward transients for 32 layers (bench/gpu/kernel_check.sh).
+  // nothing recomputed: 52.1 GiB of activations and backward transients for 32 layers (bench/gpu/kernel_check.sh).
   constexpr double kGiB = 1ull << 30;
   constexpr double kPeakTarget = 76.0 * kGiB;  // under 80 GiB (issue 5), with room for the allocator's fragments
   const double budget = kPeakTarget - static_cast<double>(device_memory_stats(device_).allocated_bytes);
   const TextConfig& t = config_.text;
-  const double per_token_layer = (20.0 * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
+  const double per_token_layer = (14.0 * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
   const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
   const size_t kept = budget <= 0 ? 0 : static_cast<size_t>(budget / per_layer);
   return kept >= n ? 0 : n - kept;
