@@ -51,21 +51,25 @@ Chunks chunk_terms(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   return c;
 }
 
-// The sequential scan over the N chunks (not over tokens), state S [B, H, dk, dv] from zero:
+// The sequential scan over the N chunks (not over tokens), state S [B·H, dk, dv] from zero:
 //   V = U − W S_n; O_n = Qd S_n + intra V; S_{n+1} = dec S_n + Kendᵀ V.
-// Returns O [B, H, N, C, dv]; with `states`, S_n is also written to states[:, :, n].
+// Each sum rides on a batched product's accumulator (baddbmm), the chunk's views are batch-strided matrices (no
+// copies). Returns O [B, H, N, C, dv]; with `states`, S_n is also written to states[:, :, n].
 at::Tensor scan(const Chunks& c, at::Tensor* states) {
-  const int64_t B = c.U.size(0), H = c.U.size(1), N = c.U.size(2), dk = c.W.size(4), dv = c.U.size(4);
+  const int64_t B = c.U.size(0), H = c.U.size(1), N = c.U.size(2), C = c.U.size(3), dk = c.W.size(4),
+                dv = c.U.size(4);
+  const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1),
+                   intra = c.intra.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1);
   std::vector<at::Tensor> outputs;
   outputs.reserve(N);
-  at::Tensor S = at::zeros({B, H, dk, dv}, c.U.options());
+  at::Tensor S = at::zeros({B * H, dk, dv}, c.U.options());
   for (int64_t n = 0; n < N; ++n) {
-    if (states) states->select(2, n).copy_(S);
-    at::Tensor V = c.U.select(2, n) - at::matmul(c.W.select(2, n), S);
-    outputs.push_back(at::matmul(c.Qd.select(2, n), S) + at::matmul(c.intra.select(2, n), V));
-    S = S * c.dec.select(2, n).unsqueeze(-1).unsqueeze(-1) + at::matmul(c.Kend.select(2, n).transpose(-1, -2), V);
+    if (states) states->select(2, n).copy_(S.view({B, H, dk, dv}));
+    const at::Tensor V = at::baddbmm(U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1);
+    outputs.push_back(at::baddbmm(at::bmm(Qd.select(1, n), S), intra.select(1, n), V));
+    S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), V);
   }
-  return at::stack(outputs, 2);
+  return at::stack(outputs, 1).view({B, H, N, C, dv});
 }
 
 struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
@@ -90,22 +94,32 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     const Chunks c = chunk_terms(q, k, v, beta, g, /*differentiable=*/false);
     const int64_t B = q.size(0), H = q.size(1), N = q.size(2), C = q.size(3), dk = q.size(4), dv = v.size(4);
 
+    // per chunk, batched over B·H; the products land in the gradient tensors' chunk views directly (bmm_out),
+    // dW = −dV S_nᵀ is stored positive and negated once after the loop
     at::Tensor dQd = at::empty_like(c.Qd), dKend = at::empty_like(c.Kend), dintra = at::empty_like(c.intra);
     at::Tensor dX = at::empty_like(c.X), ddec = at::empty_like(c.dec);
-    at::Tensor dS = at::zeros({B, H, dk, dv}, q.options());
+    const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1),
+                     intra = c.intra.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1),
+                     S_all = states.flatten(0, 1), dO_all = dO.flatten(0, 1);
+    const at::Tensor dQd3 = dQd.flatten(0, 1), dKend3 = dKend.flatten(0, 1), dintra3 = dintra.flatten(0, 1),
+                     dX3 = dX.flatten(0, 1), ddec2 = ddec.flatten(0, 1);
+    at::Tensor dS = at::zeros({B * H, dk, dv}, q.options());
     for (int64_t n = N - 1; n >= 0; --n) {
-      const at::Tensor S = states.select(2, n), Wn = c.W.select(2, n), dOn = dO.select(2, n);
-      const at::Tensor V = c.U.select(2, n) - at::matmul(Wn, S);
-      at::Tensor dV = at::matmul(c.Kend.select(2, n), dS) + at::matmul(c.intra.select(2, n).transpose(-1, -2), dOn);
-      dKend.select(2, n).copy_(at::matmul(V, dS.transpose(-1, -2)));
-      ddec.select(2, n).copy_((S * dS).sum({-1, -2}));
-      dQd.select(2, n).copy_(at::matmul(dOn, S.transpose(-1, -2)));
-      dintra.select(2, n).copy_(at::matmul(dOn, V.transpose(-1, -2)));
-      dX.select(2, n).narrow(-1, 0, dv).copy_(dV);
-      dX.select(2, n).narrow(-1, dv, dk).copy_(-at::matmul(dV, S.transpose(-1, -2)));
-      dS = dS * c.dec.select(2, n).unsqueeze(-1).unsqueeze(-1) + at::matmul(c.Qd.select(2, n).transpose(-1, -2), dOn) -
-           at::matmul(Wn.transpose(-1, -2), dV);
+      const at::Tensor S = S_all.select(1, n), Wn = W.select(1, n), dOn = dO_all.select(1, n);
+      const at::Tensor V = at::baddbmm(U.select(1, n), Wn, S, /*beta=*/1, /*alpha=*/-1);
+      const at::Tensor dV = at::baddbmm(at::bmm(Kend.select(1, n), dS), intra.select(1, n).transpose(1, 2), dOn);
+      at::Tensor dKend_n = dKend3.select(1, n), dQd_n = dQd3.select(1, n), dintra_n = dintra3.select(1, n),
+                 dW_n = dX3.select(1, n).narrow(-1, dv, dk);
+      at::bmm_out(dKend_n, V, dS.transpose(1, 2));
+      ddec2.select(1, n).copy_((S * dS).sum({-1, -2}));
+      at::bmm_out(dQd_n, dOn, S.transpose(1, 2));
+      at::bmm_out(dintra_n, dOn, V.transpose(1, 2));
+      dX3.select(1, n).narrow(-1, 0, dv).copy_(dV);
+      at::bmm_out(dW_n, dV, S.transpose(1, 2));
+      dS = at::baddbmm(at::baddbmm(dS * dec.select(1, n).view({B * H, 1, 1}), Qd.select(1, n).transpose(1, 2), dOn),
+                       Wn.transpose(1, 2), dV, /*beta=*/1, /*alpha=*/-1);
     }
+    dX.narrow(-1, dv, dk).neg_();
 
     // [U | W] = M⁻¹ R with M = I + SL(A): dR = M⁻ᵀ dX, dA = −SL(dR Xᵀ)
     const at::Tensor dR = unit_lower_solve_raw(c.A, dX, /*transpose=*/true);

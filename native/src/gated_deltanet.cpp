@@ -1,10 +1,9 @@
 #include "gated_deltanet.h"
 
-#include <cmath>
-
 #include "delta_rule_chunks.h"
 #include "gdn_ops.h"
 #include "profiler.h"
+#include "qkv_heads.h"
 #include "rms_norm.h"
 
 namespace rlloop {
@@ -26,23 +25,6 @@ GatedDeltaNet::GatedDeltaNet(const TextConfig& c, const WeightScope& scope)
       dt_bias_(scope.get("dt_bias", {c.linear_num_value_heads})),
       norm_weight_(scope.sub("norm").get("weight", {c.linear_value_head_dim})) {}
 
-namespace {
-// Repeats each of the h heads r times consecutively (repeat_interleave on dim 1): [B, h, L, d] -> [B, h*r, L, d].
-at::Tensor repeat_heads(const at::Tensor& x, int64_t r) {
-  if (r == 1) return x;
-  const int64_t B = x.size(0), h = x.size(1), L = x.size(2), d = x.size(3);
-  return x.unsqueeze(2).expand({B, h, r, L, d}).reshape({B, h * r, L, d});
-}
-
-at::Tensor l2_normalise(const at::Tensor& x) { return x * at::rsqrt((x * x).sum(-1, /*keepdim=*/true) + 1e-6); }
-
-// [B, L, h, d] (any float dtype) -> [B, h, L + pad, d] float32, contiguous, zeros in the padding: one strided read
-// and one write, so every later elementwise op runs on a dense layout.
-at::Tensor heads_major(const at::Tensor& x, int64_t pad) {
-  return at::constant_pad_nd(x.to(at::kFloat).transpose(1, 2), {0, 0, 0, pad}).contiguous();
-}
-}  // namespace
-
 at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padding_mask, const std::string* adapter) const {
   const auto dtype = x_in.scalar_type();
   at::Tensor x = padding_mask.defined() ? x_in * padding_mask.unsqueeze(-1) : x_in;
@@ -53,11 +35,7 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   at::Tensor b = in_proj_b_.forward(x, adapter);                             // [B, L, Hv]
   at::Tensor a = in_proj_a_.forward(x, adapter);                             // [B, L, Hv]
 
-  mixed = causal_conv_silu(mixed.contiguous(), conv_weight_);              // [B, L, conv_dim]
-
-  at::Tensor q = mixed.narrow(-1, 0, Hk * dk).reshape({B, L, Hk, dk});
-  at::Tensor k = mixed.narrow(-1, Hk * dk, Hk * dk).reshape({B, L, Hk, dk});
-  at::Tensor v = mixed.narrow(-1, 2 * Hk * dk, Hv * dv).reshape({B, L, Hv, dv});
+  mixed = causal_conv_silu(mixed.contiguous(), conv_weight_);              // [B, L, conv_dim]: q, k, v heads
 
   at::Tensor beta = at::sigmoid(b);                                          // model dtype, as transformers
   at::Tensor g = -at::exp(A_log_.to(at::kFloat)) * at::softplus(a.to(at::kFloat) + dt_bias_, 1.0, 20.0);
@@ -65,28 +43,24 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   at::Tensor core;
   {
     ProfileRange range("gdn.core");
-    core = chunk_gated_delta_rule(q, k, v, g, beta).to(dtype);
+    core = chunk_gated_delta_rule(mixed, Hk, dk, dv, g, beta).to(dtype);
   }
   core = gated_rms_norm(core, z, norm_weight_, eps_).reshape({B, L, Hv * dv});
   return out_proj_.forward(core, adapter);
 }
 
-at::Tensor chunk_gated_delta_rule(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, int64_t key_dim, int64_t value_dim,
                                   const at::Tensor& g_in, const at::Tensor& beta_in, int64_t C) {
-  const int64_t B = k_in.size(0), L = k_in.size(1), Hk = k_in.size(2), dk = k_in.size(3), H = v_in.size(2),
-                dv = v_in.size(3);
+  const int64_t B = mixed.size(0), L = mixed.size(1), H = g_in.size(2);
   // L padded up to a multiple of C with zeros (g = 0: no decay; beta = 0: no update), then split into N chunks.
   const int64_t pad = (C - L % C) % C, N = (L + pad) / C;
-  // [B, H, L + pad, d] float32; q and k L2-normalised per key head, q scaled by dk^-0.5, then repeated to the
-  // value heads (each key head serves H / Hk consecutive value heads)
-  at::Tensor q = repeat_heads(l2_normalise(heads_major(q_in, pad)) * (1.0 / std::sqrt(static_cast<double>(dk))), H / Hk);
-  at::Tensor k = repeat_heads(l2_normalise(heads_major(k_in, pad)), H / Hk);
-  at::Tensor v = heads_major(v_in, pad);
+  const QkvHeads heads = qkv_heads(mixed, key_heads, key_dim, H, value_dim, pad);  // [B, H, L + pad, d] float32
   at::Tensor beta = at::constant_pad_nd(beta_in.to(at::kFloat).transpose(1, 2), {0, pad});  // [B, H, L + pad]
   at::Tensor g = at::constant_pad_nd(g_in.to(at::kFloat).transpose(1, 2), {0, pad});
-  at::Tensor o = delta_rule_chunks(q.reshape({B, H, N, C, dk}), k.reshape({B, H, N, C, dk}), v.reshape({B, H, N, C, dv}),
-                                   beta.reshape({B, H, N, C}), g.reshape({B, H, N, C}));
-  return o.reshape({B, H, N * C, dv}).narrow(2, 0, L).transpose(1, 2).contiguous();  // [B, L, H, dv]
+  at::Tensor o = delta_rule_chunks(heads.q.reshape({B, H, N, C, key_dim}), heads.k.reshape({B, H, N, C, key_dim}),
+                                   heads.v.reshape({B, H, N, C, value_dim}), beta.reshape({B, H, N, C}),
+                                   g.reshape({B, H, N, C}));
+  return o.reshape({B, H, N * C, value_dim}).narrow(2, 0, L).transpose(1, 2).contiguous();  // [B, L, H, dv]
 }
 
 }  // namespace rlloop

@@ -24,13 +24,14 @@ class GatedDeltaNet {
   at::Tensor norm_weight_;  // [dv]
 };
 
-// The gated delta rule evaluated in chunks (transformers' torch_chunk_gated_delta_rule; qwen35.md §5.4): the inputs
-// prepared here, the chunk terms and the scan over chunks in delta_rule_chunks.h (differentiable; gdn_ops.h: the
-// triangular solves as a CUDA kernel on GPUs).
-// q, k [B, L, Hk, dk] (key heads), v [B, L, H, dv], g and beta [B, L, H]; H a multiple of Hk, key head h serving
-// value heads h*H/Hk … (h+1)*H/Hk - 1; any float dtype (computed in float32). q and k are L2-normalised here (eps
-// 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns [B, L, H, dv] float32, the state starting at 0.
-at::Tensor chunk_gated_delta_rule(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
-                                  const at::Tensor& beta, int64_t chunk_size = 64);
+// The gated delta rule evaluated in chunks (transformers' torch_chunk_gated_delta_rule; qwen35.md §5.4): q, k, v
+// from the conv output in qkv_heads.h, the chunk terms and the scan over chunks in delta_rule_chunks.h
+// (differentiable; CUDA kernels on GPUs for the head layout and the triangular solves).
+// mixed [B, L, 2·Hk·dk + H·dv] (q's key heads, k's, v's value heads; any float dtype, computed in float32), g and
+// beta [B, L, H]; H a multiple of Hk, key head j serving value heads j·H/Hk … (j+1)·H/Hk − 1. q and k are
+// L2-normalised (eps 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns [B, L, H, dv] float32, the state
+// starting at 0.
+at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, int64_t key_dim, int64_t value_dim,
+                                  const at::Tensor& g, const at::Tensor& beta, int64_t chunk_size = 64);
 
 }  // namespace rlloop
