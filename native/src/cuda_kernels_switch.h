@@ -1,10 +1,14 @@
-// Whether the project's own CUDA kernels (gdn_kernels.cu, norm_kernels.cu) take CUDA tensors: built with
-// RLLOOP_CUDA and not turned off by RLLOOP_KERNELS=0, which forces the ATen formulations on the GPU too (the ones
-// the CPU conformance suite checks), so bench/gpu/kernel_check.sh can compare the two there.
+// Whether one of the project's own CUDA kernels takes CUDA tensors: built with RLLOOP_CUDA and not turned off by
+// RLLOOP_KERNELS — "0" turns every one off (the ATen formulations the CPU conformance suite checks then run on the
+// GPU too), a comma-separated list of "-name" entries turns those off (e.g. "-qkv_heads,-norm", to bisect a
+// numerical difference on the GPU). Names: conv (gdn_kernels.cu), solve (gdn_kernels.cu), norm (norm_kernels.cu),
+// qkv_heads (qkv_heads_kernels.cu). bench/gpu/kernel_check.sh compares the two on the GPU.
 #pragma once
+
+#include <string_view>
 
 namespace rlloop {
 
-bool cuda_kernels_enabled();
+bool cuda_kernel_enabled(std::string_view name);
 
 }  // namespace rlloop

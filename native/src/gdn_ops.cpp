@@ -58,7 +58,7 @@ struct UnitLowerSolve : public torch::autograd::Function<UnitLowerSolve> {
 
 at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 #ifdef RLLOOP_CUDA
-  if (x.is_cuda() && cuda_kernels_enabled() && x.is_contiguous() && !weight.requires_grad() &&
+  if (x.is_cuda() && cuda_kernel_enabled("conv") && x.is_contiguous() && !weight.requires_grad() &&
       (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat)) {
     at::Tensor w = weight.reshape({weight.size(0), weight.size(2)}).to(x.scalar_type()).contiguous();
     return CausalConvSilu::apply(x, w);
@@ -69,7 +69,7 @@ at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool transpose) {
 #ifdef RLLOOP_CUDA
-  if (A.is_cuda() && cuda_kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
+  if (A.is_cuda() && cuda_kernel_enabled("solve") && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
       R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
     return cuda::unit_lower_solve(A.contiguous(), R.contiguous(), transpose);
   }
@@ -81,7 +81,7 @@ at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool t
 
 at::Tensor unit_lower_solve(const at::Tensor& A, const at::Tensor& R) {
 #ifdef RLLOOP_CUDA
-  if (A.is_cuda() && cuda_kernels_enabled() && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
+  if (A.is_cuda() && cuda_kernel_enabled("solve") && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
       R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
     return UnitLowerSolve::apply(A.contiguous(), R.contiguous());
   }

@@ -69,7 +69,7 @@ QkvHeads qkv_heads(const at::Tensor& mixed, int64_t key_heads, int64_t key_dim, 
                    int64_t pad) {
   const double q_scale = 1.0 / std::sqrt(static_cast<double>(key_dim));
 #ifdef RLLOOP_CUDA
-  if (cuda_kernels_enabled() && key_dim == value_dim && cuda::qkv_heads_kernels_accept(mixed, key_heads, value_heads, key_dim)) {
+  if (cuda_kernel_enabled("qkv_heads") && key_dim == value_dim && cuda::qkv_heads_kernels_accept(mixed, key_heads, value_heads, key_dim)) {
     variable_list out = QkvHeadsFunction::apply(mixed, key_heads, value_heads, key_dim, mixed.size(1) + pad, q_scale);
     return {out[0], out[1], out[2]};
   }

@@ -56,7 +56,7 @@ struct GatedRmsNorm : public torch::autograd::Function<GatedRmsNorm> {
 };
 
 bool use_kernels(const at::Tensor& x, const at::Tensor& weight) {
-  return cuda_kernels_enabled() && !weight.requires_grad() && cuda::norm_kernels_accept(x);
+  return cuda_kernel_enabled("norm") && !weight.requires_grad() && cuda::norm_kernels_accept(x);
 }
 #endif
 
