@@ -1,6 +1,6 @@
 // One forward (log-probs) and one backward (SFT objective, LoRA gradients) of the native module on make_rows.py's
 // rows, timed after a warm-up pass, writing the log-probs and every LoRA gradient to OUT_DIR. Run twice, with
-// RLLOOP_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels of gdn_kernels.cu and norm_kernels.cu), then compare_kernels.py.
+// RLLOOP_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels: gdn_kernels.cu, norm_kernels.cu, qkv_heads_kernels.cu), then compare_kernels.py.
 // Usage: node bench/gpu/kernel_check.mjs MODEL_DIR ROWS_DIR ADAPTER_DIR OUT_DIR [--dtype bfloat16] [--rows 8]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

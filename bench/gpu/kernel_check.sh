@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The CUDA kernels of native/src/gdn_kernels.cu against the ATen formulation they replace, on the GPU machine at
+# The project's CUDA kernels (native/src/*.cu) against the ATen formulations they replace, on the GPU machine at
 # the real 9B shapes: log-probs and every LoRA gradient of one forward + backward (kernel_check.mjs), each variant
-# in its own process. Variants are dtype:rows:kernels:tf32[:backward] (RLLOOP_KERNELS, RLLOOP_TF32,
+# in its own process, with its forward/backward milliseconds and activation memory. Variants are
+# dtype:rows:kernels:tf32[:backward] (kernels = RLLOOP_KERNELS: 0, 1 or e.g. -qkv_heads; RLLOOP_TF32,
 # RLLOOP_GDN_BACKWARD: manual = the hand-derived delta-rule backward, the default; autograd); the first is the
-# reference the others are compared with (compare_kernels.py), and each prints its forward/backward milliseconds.
+# reference the others are compared with (compare_kernels.py).
 # Usage: bash bench/gpu/kernel_check.sh ["float32:4:0:0 float32:4:1:0 bfloat16:4:1:0 bfloat16:4:1:1"]
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"

@@ -1,5 +1,6 @@
 #include "delta_rule_chunks.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdlib>
@@ -96,8 +97,9 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
 
     // per chunk, batched over B·H; the products land in the gradient tensors' chunk views directly (bmm_out),
     // dW = −dV S_nᵀ is stored positive and negated once after the loop
-    at::Tensor dQd = at::empty_like(c.Qd), dKend = at::empty_like(c.Kend), dintra = at::empty_like(c.intra);
-    at::Tensor dX = at::empty_like(c.X), ddec = at::empty_like(c.dec);
+    // contiguous by construction, so the flatten(0, 1) views below write into these very tensors
+    const auto dense = [](const at::Tensor& like) { return at::empty(like.sizes(), like.options()); };
+    at::Tensor dQd = dense(c.Qd), dKend = dense(c.Kend), dintra = dense(c.intra), dX = dense(c.X), ddec = dense(c.dec);
     const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1),
                      intra = c.intra.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1),
                      S_all = states.flatten(0, 1), dO_all = dO.flatten(0, 1);
@@ -158,8 +160,13 @@ bool manual_delta_rule_backward() {
 
 }  // namespace
 
+bool delta_rule_backward_is_manual() { return manual_delta_rule_backward(); }
+
 at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                              const at::Tensor& g) {
+  const bool graph = at::GradMode::is_enabled() &&
+                     (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() || g.requires_grad());
+  if (!graph) return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/false), nullptr);  // no states to keep
   if (manual_delta_rule_backward()) return DeltaRuleChunks::apply(q, k, v, beta, g);
   return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/true), nullptr);  // autograd records every op
 }

@@ -13,4 +13,7 @@ namespace rlloop {
 at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                              const at::Tensor& g);
 
+// Whether the hand-derived backward is in use (not RLLOOP_GDN_BACKWARD=autograd): it keeps fewer activations.
+bool delta_rule_backward_is_manual();
+
 }  // namespace rlloop

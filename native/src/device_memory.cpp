@@ -23,4 +23,9 @@ void reset_peak_memory_stats(const at::Device& device) {
   if (!device.is_cpu()) at::accelerator::resetPeakStats(device.index());
 }
 
+int64_t device_total_memory(const at::Device& device) {
+  if (device.is_cpu()) return 0;
+  return static_cast<int64_t>(at::accelerator::getMemoryInfo(device.index()).second);
+}
+
 }  // namespace rlloop

@@ -16,4 +16,7 @@ struct DeviceMemoryStats {
 DeviceMemoryStats device_memory_stats(const at::Device& device);
 void reset_peak_memory_stats(const at::Device& device);
 
+// The accelerator's total memory in bytes (0 on the CPU).
+int64_t device_total_memory(const at::Device& device);
+
 }  // namespace rlloop

@@ -3,21 +3,14 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include "cuda_vector.cuh"
+#include "cuda_device_helpers.cuh"
 
 namespace rlloop::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
-__device__ __forceinline__ float to_float(const T* p) {
-  return static_cast<float>(*p);
-}
-
-__device__ __forceinline__ float silu(float v) { return v / (1.0f + __expf(-v)); }
-
-// Eight consecutive channels of one token per thread (one 16-byte load per tap for bf16, cuda_vector.cuh):
+// Eight consecutive channels of one token per thread (one 16-byte load per tap for bf16, cuda_device_helpers.cuh):
 // neighbouring threads take neighbouring channel groups, so every tap is a coalesced read, and the K taps of a
 // token hit the cache lines the previous token's thread read. Index arithmetic in 32 bits (the launcher checks
 // the size).
@@ -66,7 +59,7 @@ __global__ void conv_silu_grad_pre_kernel(const T* __restrict__ grad_out, const 
   Pack<T> o;
 #pragma unroll
   for (int e = 0; e < kVec; ++e) {
-    const float sg = 1.0f / (1.0f + __expf(-pre[e]));
+    const float sg = sigmoid(pre[e]);
     o.v[e] = static_cast<T>(static_cast<float>(go.v[e]) * sg * (1.0f + pre[e] * (1.0f - sg)));
   }
   store_pack(grad_pre + token * C + c0, o);

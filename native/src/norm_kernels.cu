@@ -3,9 +3,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include <cstdint>
-
-#include "cuda_vector.cuh"
+#include "cuda_device_helpers.cuh"
 
 namespace rlloop::cuda {
 namespace {
@@ -13,26 +11,15 @@ namespace {
 // One warp per row, eight rows a block; each lane walks its row in packs of eight (the hidden size 4096 is 16
 // packs a lane, a GDN head's 128 is half a warp's single pass). A row's second read in the same kernel mostly
 // hits L1/L2: the rows are 256 B to 8 KiB.
-constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 8;
 constexpr int kThreads = kWarp * kRowsPerBlock;
 constexpr int kStride = kWarp * kVec;  // columns one pass of a warp covers
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // The value after rounding to T, as ATen's ops in T produce it (identity for float32).
 template <typename T>
 __device__ __forceinline__ float rounded(float v) {
   return static_cast<float>(static_cast<T>(v));
 }
-
-// ATen's float32 SiLU forward, and the sigmoid its backward uses.
-__device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
-__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
 struct RowIndex {
   int64_t row;
@@ -55,7 +42,7 @@ __device__ float row_rstd(const T* x, int H, int lane, float eps) {
       sum_sq += f * f;
     }
   }
-  return rsqrtf(warp_sum(sum_sq) / static_cast<float>(H) + eps);
+  return rsqrtf(warp_sum(sum_sq) * (1.0f / static_cast<float>(H)) + eps);  // ATen's mean multiplies by 1/H
 }
 
 template <typename T>
@@ -94,7 +81,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < kVec; ++e) dot += static_cast<float>(gp.v[e]) * wp.v[e] * (static_cast<float>(xp.v[e]) * r);
   }
-  const float mean_dot = warp_sum(dot) / static_cast<float>(H);
+  const float mean_dot = warp_sum(dot) * (1.0f / static_cast<float>(H));
   for (int c = at.lane * kVec; c < H; c += kStride) {
     const Pack<T> gp = load_pack(dy + base + c), xp = load_pack(x + base + c);
     const Pack<float> wp = load_pack(w1 + c);
@@ -154,7 +141,7 @@ __global__ void __launch_bounds__(kThreads)
       dot += grad_normed * (static_cast<float>(xp.v[e]) * r);
     }
   }
-  const float mean_dot = warp_sum(dot) / static_cast<float>(H);
+  const float mean_dot = warp_sum(dot) * (1.0f / static_cast<float>(H));
   for (int c = at.lane * kVec; c < H; c += kStride) {
     const Pack<T> op = load_pack(dout + base + c), xp = load_pack(x + base + c), gp = load_pack(gate + base + c);
     const Pack<T> wp = load_pack(w + c);
@@ -167,22 +154,26 @@ __global__ void __launch_bounds__(kThreads)
       const float s = sigmoid(g);
       const float grad_normed = rounded<T>(rounded<T>(d * silu(g)) * wv);
       ox.v[e] = static_cast<T>(r * (grad_normed - xhat * mean_dot));
-      og.v[e] = static_cast<T>(d * y * (s * (1.0f + g * (1.0f - s))));
+      og.v[e] = static_cast<T>(((d * y) * s) * (1.0f + g * (1.0f - s)));  // ATen's silu_backward order
     }
     store_pack(dx + base + c, ox);
     store_pack(dgate + base + c, og);
   }
 }
 
-bool aligned(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 32 == 0; }
-
 void check_rows(const at::Tensor& t, const at::Tensor& like, const char* what) {
-  TORCH_CHECK(t.sizes() == like.sizes() && t.scalar_type() == like.scalar_type() && t.is_contiguous() && aligned(t),
+  TORCH_CHECK(t.sizes() == like.sizes() && t.scalar_type() == like.scalar_type() && t.is_contiguous() && pack_aligned(t),
               "rms norm kernel: ", what, " must be a contiguous, aligned tensor shaped and typed like x");
 }
 
+// An incoming gradient in x's dtype, contiguous and pack-aligned (a view at an odd offset is copied).
+at::Tensor packed_gradient(const at::Tensor& grad, const at::Tensor& x) {
+  at::Tensor g = grad.to(x.scalar_type()).contiguous();
+  return pack_aligned(g) ? g : g.clone();
+}
+
 void check_weight(const at::Tensor& w, int64_t H, at::ScalarType dtype) {
-  TORCH_CHECK(w.dim() == 1 && w.size(0) == H && w.scalar_type() == dtype && w.is_contiguous() && aligned(w),
+  TORCH_CHECK(w.dim() == 1 && w.size(0) == H && w.scalar_type() == dtype && w.is_contiguous() && pack_aligned(w),
               "rms norm kernel: the weight must be a contiguous, aligned [", H, "] of the expected dtype");
 }
 
@@ -206,7 +197,7 @@ Launch launch_for(const at::Tensor& x) {
 
 bool norm_kernels_accept(const at::Tensor& x) {
   return x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat) && x.dim() >= 1 &&
-         x.is_contiguous() && x.size(-1) % kVec == 0 && aligned(x);
+         x.is_contiguous() && x.size(-1) % kVec == 0 && pack_aligned(x);
 }
 
 std::tuple<at::Tensor, at::Tensor> zero_centred_rms_norm_forward(const at::Tensor& x, const at::Tensor& w1, double eps) {
@@ -227,7 +218,7 @@ at::Tensor zero_centred_rms_norm_backward(const at::Tensor& grad_y_in, const at:
                                           const at::Tensor& r) {
   const Launch l = launch_for(x);
   check_weight(w1, l.H, at::kFloat);
-  const at::Tensor grad_y = grad_y_in.to(x.scalar_type()).contiguous();
+  const at::Tensor grad_y = packed_gradient(grad_y_in, x);
   check_rows(grad_y, x, "the output gradient");
   at::Tensor dx = at::empty_like(x);
   if (l.rows == 0) return dx;
@@ -262,7 +253,7 @@ std::tuple<at::Tensor, at::Tensor> gated_rms_norm_backward(const at::Tensor& gra
   const Launch l = launch_for(x);
   check_rows(gate, x, "the gate");
   check_weight(w, l.H, x.scalar_type());
-  const at::Tensor grad_out = grad_out_in.to(x.scalar_type()).contiguous();
+  const at::Tensor grad_out = packed_gradient(grad_out_in, x);
   check_rows(grad_out, x, "the output gradient");
   at::Tensor dx = at::empty_like(x), dgate = at::empty_like(gate);
   if (l.rows == 0) return {dx, dgate};

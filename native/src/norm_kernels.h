@@ -10,8 +10,8 @@
 
 namespace rlloop::cuda {
 
-// Whether x's rows suit the kernels: CUDA, float32 or bfloat16, contiguous, 16-byte aligned, last dim a multiple
-// of 8.
+// Whether x's rows suit the kernels: CUDA, float32 or bfloat16, contiguous, aligned to eight elements, last dim a
+// multiple of 8.
 bool norm_kernels_accept(const at::Tensor& x);
 
 // y = cast(x_f · r · w1) with r = rsqrt(mean(x_f²) + eps) per row; w1 = 1 + w in float32 [H]. Returns {y, r}, r

@@ -47,6 +47,7 @@ struct QkvHeadsFunction : public torch::autograd::Function<QkvHeadsFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& mixed, int64_t Hk, int64_t H, int64_t d,
                                int64_t padded_len, double q_scale) {
     auto out = cuda::qkv_heads_forward(mixed, Hk, H, d, padded_len, q_scale, kNormEps);
+    ctx->set_materialize_grads(false);  // an unused output's gradient stays undefined, not a float32 tensor of zeros
     ctx->save_for_backward({mixed});
     ctx->saved_data["shape"] = std::vector<int64_t>{Hk, H, d};
     ctx->saved_data["q_scale"] = q_scale;

@@ -3,9 +3,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include <cstdint>
-
-#include "cuda_vector.cuh"
+#include "cuda_device_helpers.cuh"
 
 namespace rlloop::cuda {
 namespace {
@@ -14,7 +12,6 @@ namespace {
 // in mixed's own order, so neighbouring warps read neighbouring memory. A lane moves eight elements at a time (a
 // 128-wide head is half a warp's single pass); q and k rows are read twice (norm, then write), the second time
 // from cache.
-constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarp * kWarpsPerBlock;
 constexpr int kStride = kWarp * kVec;
@@ -39,12 +36,6 @@ __device__ __forceinline__ bool warp_task(const Shape& s, int64_t len, WarpTask&
   task.b = bt / len;
   task.lane = static_cast<int>(threadIdx.x % kWarp);
   return true;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 // rsqrt(Σ x² + eps) of one head row, in every lane (ATen: (x * x).sum(-1) + eps, then rsqrt).
@@ -171,8 +162,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool aligned(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 32 == 0; }
-
 Shape shape_of(const at::Tensor& mixed, int64_t key_heads, int64_t value_heads, int64_t head_dim, int64_t padded_len) {
   return {mixed.size(0), mixed.size(1), padded_len, key_heads, value_heads, head_dim, value_heads / key_heads,
           2 * key_heads + value_heads, mixed.size(2)};
@@ -183,7 +172,7 @@ unsigned blocks_for(int64_t warps) { return static_cast<unsigned>((warps + kWarp
 at::Tensor float_grad(const at::Tensor& grad, const at::Tensor& like) {
   if (!grad.defined()) return at::zeros(like.sizes(), like.options().dtype(at::kFloat));
   at::Tensor g = grad.to(at::kFloat).contiguous();
-  if (!aligned(g)) g = g.clone();
+  if (!pack_aligned(g)) g = g.clone();
   return g;
 }
 
@@ -191,7 +180,7 @@ at::Tensor float_grad(const at::Tensor& grad, const at::Tensor& like) {
 
 bool qkv_heads_kernels_accept(const at::Tensor& mixed, int64_t key_heads, int64_t value_heads, int64_t head_dim) {
   return mixed.is_cuda() && (mixed.scalar_type() == at::kBFloat16 || mixed.scalar_type() == at::kFloat) &&
-         mixed.dim() == 3 && mixed.is_contiguous() && aligned(mixed) && head_dim % kVec == 0 && key_heads > 0 &&
+         mixed.dim() == 3 && mixed.is_contiguous() && pack_aligned(mixed) && head_dim % kVec == 0 && key_heads > 0 &&
          value_heads % key_heads == 0 && mixed.size(2) == (2 * key_heads + value_heads) * head_dim;
 }
 

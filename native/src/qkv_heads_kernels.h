@@ -9,8 +9,8 @@
 
 namespace rlloop::cuda {
 
-// Whether mixed suits the kernels: CUDA, float32 or bfloat16, contiguous [B, L, 2·Hk·d + H·d], 32-byte aligned,
-// d a multiple of 8, H a multiple of Hk.
+// Whether mixed suits the kernels: CUDA, float32 or bfloat16, contiguous [B, L, 2·Hk·d + H·d] aligned to eight
+// elements, d a multiple of 8, H a multiple of Hk.
 bool qkv_heads_kernels_accept(const at::Tensor& mixed, int64_t key_heads, int64_t value_heads, int64_t head_dim);
 
 // mixed [B, L, 2·Hk·d + H·d] (q heads, k heads, v heads) → {q, k, v} float32 [B, H, Lp, d]: q and k
@@ -19,7 +19,8 @@ bool qkv_heads_kernels_accept(const at::Tensor& mixed, int64_t key_heads, int64_
 std::array<at::Tensor, 3> qkv_heads_forward(const at::Tensor& mixed, int64_t key_heads, int64_t value_heads,
                                             int64_t head_dim, int64_t padded_len, double q_scale, double eps);
 
-// The gradient with respect to mixed (its dtype) of the above, from the three outputs' gradients.
+// The gradient with respect to mixed (its dtype) of the above, from the three outputs' gradients (an undefined
+// one counts as zeros).
 at::Tensor qkv_heads_backward(const at::Tensor& grad_q, const at::Tensor& grad_k, const at::Tensor& grad_v,
                               const at::Tensor& mixed, int64_t key_heads, int64_t value_heads, int64_t head_dim,
                               double q_scale, double eps);

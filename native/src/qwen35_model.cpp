@@ -1,13 +1,16 @@
 #include "qwen35_model.h"
-#include "profiler.h"
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "check.h"
 #include "checkpoint.h"
+#include "cuda_kernels_switch.h"
+#include "delta_rule_chunks.h"
 #include "device_memory.h"
+#include "profiler.h"
 #include "rms_norm.h"
 #include "weights.h"
 
@@ -101,17 +104,23 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   if (checkpointing_ != Checkpointing::Auto) return checkpointing_ == Checkpointing::On ? n : 0;
   if (device_.is_cpu()) return 0;
   // Auto on an accelerator: keep as many layers' saved activations as fit between what is allocated now (weights,
-  // adapters, optimizer state, gradients, the batch) and kPeakTarget, and recompute the rest (the first ones: their
-  // activations would live longest). Per token and layer the forward keeps about 14 hidden-sized and 6
-  // intermediate-sized vectors in the model dtype — measured on one H200 at the 9B shapes, 16 rows x ~420 tokens,
-  // nothing recomputed: 52.1 GiB of activations and backward transients for 32 layers (bench/gpu/kernel_check.sh).
+  // adapters, optimizer state, gradients, the batch) and the peak target, and recompute the rest (the first ones:
+  // their activations would live longest). Target: 76 GiB (issue 5: under 80 GiB, with room for the allocator's
+  // fragments), or the device's memory less 4 GiB on a smaller one. Per token and layer the forward keeps about
+  // 14 hidden-sized and 6 intermediate-sized vectors in the model dtype — measured on one H200 at the 9B shapes,
+  // 16 rows x ~420 tokens, nothing recomputed: 52.1 GiB of activations and backward transients for 32 layers
+  // (bench/gpu/kernel_check.sh) — 20 without the norm kernels (61.6 GiB), 34 with autograd's delta-rule backward
+  // (83.9 GiB).
   constexpr double kGiB = 1ull << 30;
-  constexpr double kPeakTarget = 76.0 * kGiB;  // under 80 GiB (issue 5), with room for the allocator's fragments
-  const double budget = kPeakTarget - static_cast<double>(device_memory_stats(device_).allocated_bytes);
+  const double total = static_cast<double>(device_total_memory(device_));
+  const double peak_target = std::min(76.0 * kGiB, total > 0 ? total - 4.0 * kGiB : 76.0 * kGiB);
+  const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes);
   const TextConfig& t = config_.text;
-  const double per_token_layer = (14.0 * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
+  const double hidden_vectors = !delta_rule_backward_is_manual() ? 34.0 : cuda_kernel_enabled("norm") ? 14.0 : 20.0;
+  const double per_token_layer = (hidden_vectors * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
   const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
-  const size_t kept = budget <= 0 ? 0 : static_cast<size_t>(budget / per_layer);
+  if (per_layer <= 0) return 0;
+  const size_t kept = budget <= 0 ? 0 : static_cast<size_t>(std::min(budget / per_layer, static_cast<double>(n)));
   return kept >= n ? 0 : n - kept;
 }
 

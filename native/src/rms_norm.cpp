@@ -55,8 +55,10 @@ struct GatedRmsNorm : public torch::autograd::Function<GatedRmsNorm> {
   }
 };
 
-bool use_kernels(const at::Tensor& x, const at::Tensor& weight) {
-  return cuda_kernel_enabled("norm") && !weight.requires_grad() && cuda::norm_kernels_accept(x);
+// Checked before any copy: contiguous() below is only paid when the kernel will run.
+bool kernels_apply(const at::Tensor& x, const at::Tensor& weight) {
+  return x.is_cuda() && cuda_kernel_enabled("norm") && !weight.requires_grad() && x.size(-1) % 8 == 0 &&
+         (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat);
 }
 #endif
 
@@ -65,9 +67,9 @@ bool use_kernels(const at::Tensor& x, const at::Tensor& weight) {
 at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const at::Tensor w1 = weight.to(at::kFloat) + 1.0;  // (1 + w) in float32, as transformers computes it
 #ifdef RLLOOP_CUDA
-  if (x.is_cuda()) {
+  if (kernels_apply(x, weight)) {
     const at::Tensor xc = x.contiguous();
-    if (use_kernels(xc, weight)) return ZeroCentredRmsNorm::apply(xc, w1, eps);
+    if (cuda::norm_kernels_accept(xc)) return ZeroCentredRmsNorm::apply(xc, w1, eps);
   }
 #endif
   return zero_centred_rms_norm_aten(x, w1, eps);
@@ -75,11 +77,10 @@ at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, 
 
 at::Tensor gated_rms_norm(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& weight, double eps) {
 #ifdef RLLOOP_CUDA
-  if (x.is_cuda()) {
+  if (kernels_apply(x, weight) && gate.sizes() == x.sizes() && gate.scalar_type() == x.scalar_type() &&
+      weight.scalar_type() == x.scalar_type()) {
     const at::Tensor xc = x.contiguous(), gc = gate.contiguous(), wc = weight.contiguous();
-    if (use_kernels(xc, weight) && cuda::norm_kernels_accept(gc) && gc.sizes() == xc.sizes() &&
-        gc.scalar_type() == xc.scalar_type() && wc.scalar_type() == xc.scalar_type() &&
-        cuda::norm_kernels_accept(wc)) {
+    if (cuda::norm_kernels_accept(xc) && cuda::norm_kernels_accept(gc) && cuda::norm_kernels_accept(wc)) {
       return GatedRmsNorm::apply(xc, gc, wc, eps);
     }
   }

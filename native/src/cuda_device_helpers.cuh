@@ -1,0 +1,45 @@
+// Device-side helpers shared by the project's CUDA kernels: eight consecutive elements moved as one vector (16
+// bytes of bfloat16, 32 of float32; pointers aligned to the pack size, which the launchers check), warp sums, and
+// SiLU as ATen computes it in float32.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace rlloop::cuda {
+
+constexpr int kWarp = 32;
+
+constexpr int kVec = 8;
+
+template <typename T>
+struct alignas(sizeof(T) * kVec) Pack {
+  T v[kVec];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T>*>(p);
+}
+
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
+  *reinterpret_cast<Pack<T>*>(p) = v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// ATen's float32 SiLU forward, and the sigmoid its backward uses.
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
+__device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// Whether t's data can be read as Pack<T> of its own dtype (the launchers' check, host side).
+inline bool pack_aligned(const at::Tensor& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % (t.element_size() * kVec) == 0;
+}
+
+}  // namespace rlloop::cuda
