@@ -33,6 +33,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Σ x² over a row of n elements (n a multiple of kVec) read by one warp, pack by pack; every lane gets the sum.
+template <typename T>
+__device__ float warp_sum_of_squares(const T* x, int64_t n, int lane) {
+  float sum_sq = 0.0f;
+  for (int64_t c = static_cast<int64_t>(lane) * kVec; c < n; c += kWarp * kVec) {
+    const Pack<T> p = load_pack(x + c);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) sum_sq += static_cast<float>(p.v[e]) * static_cast<float>(p.v[e]);
+  }
+  return warp_sum(sum_sq);
+}
+
 // ATen's float32 SiLU forward, and the sigmoid its backward uses.
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }

@@ -30,19 +30,10 @@ __device__ __forceinline__ RowIndex row_index() {
   return {static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp, static_cast<int>(threadIdx.x % kWarp)};
 }
 
-// rsqrt(mean(x_f²) + eps) of one row, in every lane.
+// rsqrt(mean(x_f²) + eps) of one row, in every lane (ATen's mean multiplies the sum by 1/H).
 template <typename T>
 __device__ float row_rstd(const T* x, int H, int lane, float eps) {
-  float sum_sq = 0.0f;
-  for (int c = lane * kVec; c < H; c += kStride) {
-    const Pack<T> p = load_pack(x + c);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      const float f = static_cast<float>(p.v[e]);
-      sum_sq += f * f;
-    }
-  }
-  return rsqrtf(warp_sum(sum_sq) * (1.0f / static_cast<float>(H)) + eps);  // ATen's mean multiplies by 1/H
+  return rsqrtf(warp_sum_of_squares(x, H, lane) * (1.0f / static_cast<float>(H)) + eps);
 }
 
 template <typename T>

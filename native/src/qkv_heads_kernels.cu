@@ -41,13 +41,7 @@ __device__ __forceinline__ bool warp_task(const Shape& s, int64_t len, WarpTask&
 // rsqrt(Σ x² + eps) of one head row, in every lane (ATen: (x * x).sum(-1) + eps, then rsqrt).
 template <typename T>
 __device__ float inverse_norm(const T* x, int64_t d, int lane, float eps) {
-  float sum_sq = 0.0f;
-  for (int64_t c = lane * kVec; c < d; c += kStride) {
-    const Pack<T> p = load_pack(x + c);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) sum_sq += static_cast<float>(p.v[e]) * static_cast<float>(p.v[e]);
-  }
-  return rsqrtf(warp_sum(sum_sq) + eps);
+  return rsqrtf(warp_sum_of_squares(x, d, lane) + eps);
 }
 
 __device__ __forceinline__ int64_t head_row(const Shape& s, int64_t b, int64_t head, int64_t t) {
