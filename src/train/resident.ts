@@ -104,7 +104,7 @@ export class ResidentTrainer {
       results[rank] = answer.result;
     });
     try {
-      await Promise.all(this.processes.map((p) => p.sendMessage({ type: "job", id, job } satisfies ToRank as never)));
+      await Promise.all(this.processes.map((_, rank) => this.send(rank, { type: "job", id, job })));
       await answers;
     } catch (err) {
       answers.catch(() => undefined);
@@ -113,6 +113,18 @@ export class ResidentTrainer {
       throw this.dead ?? err;
     }
     return results[0]!;
+  }
+
+  /**
+   * Sends to one rank. A rank that died is reported as exited even when its exit event has not arrived yet: execa
+   * then refuses the send (synchronously, "the subprocess is disconnecting"), which this turns into the rank's error.
+   */
+  private async send(rank: number, message: ToRank): Promise<void> {
+    try {
+      await this.processes[rank]!.sendMessage(message as never);
+    } catch (err) {
+      throw this.dead ?? new RankError(rank, `rank ${rank} exited: ${(err as Error).message}`);
+    }
   }
 
   /** Waits for one message from every rank; rejects at the first rank whose message `check` refuses or that exits. */
@@ -140,7 +152,7 @@ export class ResidentTrainer {
   async stop(): Promise<void> {
     this.stopping = true;
     this.dead ??= new Error("the resident trainer was stopped");
-    await Promise.allSettled(this.processes.map((p) => p.sendMessage({ type: "stop" } satisfies ToRank as never)));
+    await Promise.allSettled(this.processes.map((_, rank) => this.send(rank, { type: "stop" })));
     await this.closed;
   }
 
