@@ -1,6 +1,7 @@
 #include "decoder_layer.h"
-#include "profiler.h"
 
+#include "backward_timeline.h"
+#include "profiler.h"
 #include "rms_norm.h"
 
 namespace rlloop {
@@ -21,8 +22,11 @@ at::Tensor DecoderLayer::forward(const at::Tensor& x, const LayerInputs& in) con
   at::Tensor mixed = linear_attn_ ? linear_attn_->forward(normed, in.padding_mask, in.adapter)
                                   : self_attn_->forward(normed, in.rotary, in.adapter);
   at::Tensor h = x + mixed;
+  BackwardTimeline::mark(h, linear_attn_ ? "layer.linear_attention" : "layer.full_attention");
   ProfileRange mlp_range("mlp");
-  return h + mlp_.forward(zero_centred_rms_norm(h, post_norm_, eps_), in.adapter);
+  at::Tensor out = h + mlp_.forward(zero_centred_rms_norm(h, post_norm_, eps_), in.adapter);
+  BackwardTimeline::mark(out, "mlp");
+  return out;
 }
 
 std::vector<LoraLinear*> DecoderLayer::linears() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backward_timeline.h"
 #include "gdn_ops.h"
 
 namespace rlloop {
@@ -89,6 +90,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
   //   dU = dV; dW = −dV S_nᵀ; dS_n = dec dS + Qdᵀ dO − Wᵀ dV
   // then, batched over the chunks, the intra-chunk terms back to q, k, v, beta and g (cum = cumsum g).
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardNodeTimer timer("gdn.delta_rule");
     variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &g = saved[4], &states = saved[5];
     const at::Tensor dO = grads[0].contiguous();

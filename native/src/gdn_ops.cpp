@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "backward_timeline.h"
 #include "cuda_kernels_switch.h"
 #ifdef RLLOOP_CUDA
 #include "gdn_kernels.h"
@@ -32,6 +33,7 @@ struct CausalConvSilu : public torch::autograd::Function<CausalConvSilu> {
     return cuda::causal_conv_silu_forward(x, w);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardNodeTimer timer("gdn.conv");
     variable_list saved = ctx->get_saved_variables();
     return {cuda::causal_conv_silu_backward(grads[0], saved[0], saved[1]), at::Tensor()};
   }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backward_timeline.h"
 #include "cuda_kernels_switch.h"
 #ifdef RLLOOP_CUDA
 #include "qkv_heads_kernels.h"
@@ -54,6 +55,7 @@ struct QkvHeadsFunction : public torch::autograd::Function<QkvHeadsFunction> {
     return {out[0], out[1], out[2]};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardNodeTimer timer("gdn.qkv_heads");
     const at::Tensor mixed = ctx->get_saved_variables()[0];
     const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
     const double q_scale = ctx->saved_data["q_scale"].toDouble();

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "backward_timeline.h"
 #include "cuda_kernels_switch.h"
 #ifdef RLLOOP_CUDA
 #include "norm_kernels.h"
@@ -36,6 +37,7 @@ struct ZeroCentredRmsNorm : public torch::autograd::Function<ZeroCentredRmsNorm>
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardNodeTimer timer("norm");
     variable_list s = ctx->get_saved_variables();
     return {cuda::zero_centred_rms_norm_backward(grads[0], s[0], s[1], s[2]), at::Tensor(), at::Tensor()};
   }
@@ -49,6 +51,7 @@ struct GatedRmsNorm : public torch::autograd::Function<GatedRmsNorm> {
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardNodeTimer timer("gdn.gated_norm");
     variable_list s = ctx->get_saved_variables();
     auto [dx, dgate] = cuda::gated_rms_norm_backward(grads[0], s[0], s[1], s[2], s[3]);
     return {dx, dgate, at::Tensor(), at::Tensor()};

@@ -1,4 +1,6 @@
 #include "session.h"
+
+#include "backward_timeline.h"
 #include "profiler.h"
 
 #include <c10/core/GradMode.h>
@@ -70,6 +72,7 @@ BackwardResult ModelSession::backward(PreparedBatch& batch, const Objective& obj
   const std::string* trainable = adapters_.trainable();
   RLLOOP_CHECK(trainable, Invalid, "backward needs a trainable adapter: call setTrainable(name) first");
   c10::AutoGradMode grad_on(true);
+  const std::shared_ptr<BackwardTimeline> timeline = BackwardTimeline::begin(model_.device());  // null unless asked
   ForwardOptions options;
   options.adapter = trainable;
   at::Tensor logp = token_logprobs(model_.forward(batch, options).logits, batch);
@@ -77,7 +80,9 @@ BackwardResult ModelSession::backward(PreparedBatch& batch, const Objective& obj
                           ? sft_objective(logp, std::get<SftObjective>(objective))
                           : ppo_objective(logp, std::get<PpoObjective>(objective));
   ProfileRange range("backward");
+  if (timeline) timeline->start();
   r.loss.backward();
+  if (timeline) timeline->finish();
   BackwardResult out;
   out.loss = r.loss.item<double>();
   out.logp = logp.detach().cpu();
