@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backward_timeline.h"
+#include "check.h"
 #include "gdn_ops.h"
 
 namespace rlloop {
@@ -97,9 +98,9 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     const Chunks c = chunk_terms(q, k, v, beta, g, /*differentiable=*/false);
     const int64_t B = q.size(0), H = q.size(1), N = q.size(2), C = q.size(3), dk = q.size(4), dv = v.size(4);
 
-    // per chunk, batched over B·H; the products land in the gradient tensors' chunk views directly (bmm_out),
-    // dW = −dV S_nᵀ is stored positive and negated once after the loop
-    // contiguous by construction, so the flatten(0, 1) views below write into these very tensors
+    // Per chunk, batched over B·H; the products land in the gradient tensors' chunk views directly (bmm_out; the
+    // tensors are allocated dense, so their flatten(0, 1) views alias them), and dW = −dV S_nᵀ is stored positive
+    // and negated once after the loop.
     const auto dense = [](const at::Tensor& like) { return at::empty(like.sizes(), like.options()); };
     at::Tensor dQd = dense(c.Qd), dKend = dense(c.Kend), dintra = dense(c.intra), dX = dense(c.X), ddec = dense(c.dec);
     const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1),
@@ -150,26 +151,27 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
   }
 };
 
+}  // namespace
+
 // The hand-derived backward unless RLLOOP_GDN_BACKWARD=autograd asks for autograd's op-by-op replay (kept to
-// compare the two; read once per process).
-bool manual_delta_rule_backward() {
+// compare the two); read once per process.
+bool delta_rule_backward_is_manual() {
   static const bool manual = [] {
-    const char* v = std::getenv("RLLOOP_GDN_BACKWARD");
-    return !(v && std::string(v) == "autograd");
+    const char* raw = std::getenv("RLLOOP_GDN_BACKWARD");
+    const std::string v = raw ? raw : "";
+    RLLOOP_CHECK(v.empty() || v == "manual" || v == "autograd", Invalid,
+                 "RLLOOP_GDN_BACKWARD: \"" << v << "\" is not manual (the default) or autograd");
+    return v != "autograd";
   }();
   return manual;
 }
-
-}  // namespace
-
-bool delta_rule_backward_is_manual() { return manual_delta_rule_backward(); }
 
 at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                              const at::Tensor& g) {
   const bool graph = at::GradMode::is_enabled() &&
                      (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() || g.requires_grad());
   if (!graph) return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/false), nullptr);  // no states to keep
-  if (manual_delta_rule_backward()) return DeltaRuleChunks::apply(q, k, v, beta, g);
+  if (delta_rule_backward_is_manual()) return DeltaRuleChunks::apply(q, k, v, beta, g);
   return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/true), nullptr);  // autograd records every op
 }
 
