@@ -9,6 +9,9 @@ OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-256}
 WHICH=${2:-"rlloop seed seed-fla"}
 MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-ppo-$ROWS; TREE=/tmp/seed-tree
+# Trained adapters go to TRAINED, not $OUT: only logs and reports come back from the device (8 files at most).
+TRAINED=/tmp/rlloop-bench-trained; mkdir -p "$TRAINED"
+COMMAND="bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
 [ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
@@ -21,13 +24,13 @@ SFT_FLAGS=(--data "$DATA/sft.jsonl" --valid "$DATA/valid.jsonl")
 seed() {  # seed NAME MODE FLAGS...
   local name=$1; shift
   CUDA_VISIBLE_DEVICES=0 timeout "${RUN_TIMEOUT:-400}" python3 -m torch.distributed.run --nproc_per_node=1 bench/gpu/seed_timed.py "$TREE" "$@" \
-    --out "$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
+    --out "$TRAINED/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
   grep -E "SEED_TIMING|PPO_DONE|VALID" "$OUT/$name.log"
 }
 rlloop() {  # rlloop NAME MODE FLAGS...
   local name=$1; shift
   timeout "${RUN_TIMEOUT:-400}" node bin/rlloop.js train "$@" --model "$MODEL" --prompt bench/gpu/prompt.jinja --device cuda --gpus 1 \
-    --out "$OUT/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
+    --out "$TRAINED/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
   grep -E '"msg":"(job|ppo|sft) (start|done)"' "$OUT/$name.log" | cut -c1-400
 }
 for w in $WHICH; do
@@ -38,7 +41,7 @@ for w in $WHICH; do
     rlloop-sft) rlloop rlloop-sft sft "${SFT_FLAGS[@]}" ;;
     seed) seed seed-ppo ppo "${PPO_FLAGS[@]}" ;;
     resident)  # two PPO rounds on one resident rank (round latency, model already loaded)
-      timeout "${RUN_TIMEOUT:-400}" node bench/gpu/resident_rounds.mjs "$MODEL" "$DATA" "$OUT/resident" > "$OUT/resident.log" 2>&1 \
+      timeout "${RUN_TIMEOUT:-400}" node bench/gpu/resident_rounds.mjs "$MODEL" "$DATA" "$TRAINED/resident" > "$OUT/resident.log" 2>&1 \
         || { tail -25 "$OUT/resident.log"; false; }
       grep -E '"event"' "$OUT/resident.log" | cut -c1-400 ;;
     seed-sft) seed seed-sft sft "${SFT_FLAGS[@]}" ;;
@@ -47,5 +50,6 @@ for w in $WHICH; do
       if [ $w = seed-fla ]; then PYTHONPATH=/tmp/fla seed seed-fla-ppo ppo "${PPO_FLAGS[@]}"
       else PYTHONPATH=/tmp/fla seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
   esac || echo "== $w FAILED"
+  python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "$COMMAND" > "$OUT/report.txt"  # the table so far
 done
-python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
+cat "$OUT/report.txt"

@@ -2,7 +2,9 @@
 the model is loaded, rows/s, peak GPU memory, and the ratio seed / rlloop; also writes OUT/RESULTS-section.md, the
 same table in Markdown with the exact command and the machine, ready for bench/RESULTS.md (the GPU machine cannot
 write into the host's checkout: the file comes back with $OUT).
-rlloop: from its "job start" log line (model loaded) to "job done" (pino JSON); seed: seed_timed.py's SEED_TIMING.
+rlloop: from its "job start" log line (model loaded) to "job done" (pino JSON); seed: seed_timed.py's SEED_TIMING;
+resident rounds: resident_rounds.mjs's round events (round start → adapter written, rows named "rlloop-resident-
+r<N>-ppo"). ppo_bench.sh runs this after every entry, so a call cut short still leaves the table of what finished.
 Usage: python3 ppo_report.py OUT ROWS [COMMAND]
 """
 import json
@@ -35,6 +37,19 @@ def seed_time(log: Path):
     return None
 
 
+def resident_rounds(log: Path):
+    """{"rlloop-resident-r1-ppo": (seconds, peak GiB), ...} from the round events of resident_rounds.mjs."""
+    rounds = {}
+    for line in log.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        if entry.get("event") == "round":
+            peak = entry.get("stats", {}).get("gpu_memory_bytes")
+            rounds[f"rlloop-resident-r{entry['round']}-ppo"] = (entry["seconds"], None if peak is None else peak / 2**30)
+    return rounds
+
+
 def main():
     out, rows = Path(sys.argv[1]), int(sys.argv[2])
     table = {}
@@ -43,18 +58,26 @@ def main():
         log = out / f"{name}.log"
         if log.exists() and (t := reader(log)):
             table[name] = t
-    print(f"{'run':14} {'seconds':>9} {'rows/s':>8} {'peak GiB':>9}")
+    if (out / "resident.log").exists():
+        table.update(resident_rounds(out / "resident.log"))
+    print(f"{'run':24} {'seconds':>9} {'rows/s':>8} {'peak GiB':>9}")
     for name, (s, peak) in table.items():
         epochs = 2 if name.endswith("ppo") else 1
-        print(f"{name:14} {s:9.1f} {rows * epochs / s:8.2f} {peak if peak is not None else float('nan'):9.1f}")
-    for mode in ("ppo", "sft"):
-        if f"rlloop-{mode}" in table:
-            for base in (f"seed-{mode}", f"seed-fla-{mode}"):
-                if base in table:
-                    print(f"ratio {base} / rlloop-{mode}: {table[base][0] / table[f'rlloop-{mode}'][0]:.2f}x")
+        print(f"{name:24} {s:9.1f} {rows * epochs / s:8.2f} {peak if peak is not None else float('nan'):9.1f}")
+    for base, mine in ratios(table):
+        print(f"ratio {base} / {mine}: {table[base][0] / table[mine][0]:.2f}x")
     (out / "summary.json").write_text(json.dumps(table))
     command = sys.argv[3] if len(sys.argv) > 3 else f"bash bench/gpu/ppo_bench.sh {rows}"
     (out / "RESULTS-section.md").write_text(markdown(table, rows, command))
+
+
+def ratios(table):
+    """(seed run, rlloop run) pairs present in the table: each rlloop PPO/SFT run against each seed run of its mode."""
+    pairs = []
+    for mode in ("ppo", "sft"):
+        for mine in [n for n in table if n.startswith("rlloop") and n.endswith(mode) and "nockpt" not in n]:
+            pairs += [(base, mine) for base in (f"seed-{mode}", f"seed-fla-{mode}") if base in table]
+    return pairs
 
 
 def markdown(table, rows, command):
@@ -73,10 +96,8 @@ def markdown(table, rows, command):
     for name, (s, peak) in table.items():
         epochs = 2 if name.endswith("ppo") else 1
         lines.append(f"| {name} | {s:.1f} | {rows * epochs / s:.2f} | {'' if peak is None else f'{peak:.1f}'} |")
-    for mode in ("ppo", "sft"):
-        for base in (f"seed-{mode}", f"seed-fla-{mode}"):
-            if f"rlloop-{mode}" in table and base in table:
-                lines.append(f"\n{base} / rlloop-{mode}: **{table[base][0] / table[f'rlloop-{mode}'][0]:.2f}x**")
+    for base, mine in ratios(table):
+        lines.append(f"\n{base} / {mine}: **{table[base][0] / table[mine][0]:.2f}x**")
     return "\n".join(lines) + "\n"
 
 
