@@ -31,12 +31,24 @@ __device__ __forceinline__ void causal_conv8(const T* __restrict__ x, const T* _
   for (int e = 0; e < kVec; ++e) pre[e] = static_cast<float>(static_cast<T>(acc[e]));
 }
 
+// This thread's eight channels: the token (b·L + t) they belong to, the first channel c0 and the position t in
+// the row; false past the last group.
+__device__ __forceinline__ bool channel_group(uint32_t L, uint32_t C, uint32_t groups, uint32_t& token,
+                                              uint32_t& c0, uint32_t& t) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return false;
+  const uint32_t per_token = C / kVec;
+  token = g / per_token;
+  c0 = (g % per_token) * kVec;
+  t = token % L;
+  return true;
+}
+
 template <typename T>
 __global__ void conv_silu_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ out,
                                          uint32_t L, uint32_t C, int K, uint32_t groups) {
-  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g >= groups) return;
-  const uint32_t per_token = C / kVec, token = g / per_token, c0 = (g % per_token) * kVec, t = token % L;
+  uint32_t token, c0, t;
+  if (!channel_group(L, C, groups, token, c0, t)) return;
   float pre[kVec];
   causal_conv8(x, w, token, t, c0, C, K, pre);
   Pack<T> o;
@@ -50,9 +62,8 @@ template <typename T>
 __global__ void conv_silu_grad_pre_kernel(const T* __restrict__ grad_out, const T* __restrict__ x,
                                           const T* __restrict__ w, T* __restrict__ grad_pre, uint32_t L, uint32_t C,
                                           int K, uint32_t groups) {
-  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g >= groups) return;
-  const uint32_t per_token = C / kVec, token = g / per_token, c0 = (g % per_token) * kVec, t = token % L;
+  uint32_t token, c0, t;
+  if (!channel_group(L, C, groups, token, c0, t)) return;
   float pre[kVec];
   causal_conv8(x, w, token, t, c0, C, K, pre);
   const Pack<T> go = load_pack(grad_out + token * C + c0);
@@ -69,9 +80,8 @@ __global__ void conv_silu_grad_pre_kernel(const T* __restrict__ grad_out, const 
 template <typename T>
 __global__ void conv_input_grad_kernel(const T* __restrict__ grad_pre, const T* __restrict__ w, T* __restrict__ grad_x,
                                        uint32_t L, uint32_t C, int K, uint32_t groups) {
-  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g >= groups) return;
-  const uint32_t per_token = C / kVec, token = g / per_token, c0 = (g % per_token) * kVec, t = token % L;
+  uint32_t token, c0, t;
+  if (!channel_group(L, C, groups, token, c0, t)) return;
   float acc[kVec] = {};
   for (int j = 0; j < K; ++j) {
     const uint32_t ahead = K - 1 - j;  // output t + ahead read this token through tap j

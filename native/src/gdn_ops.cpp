@@ -24,6 +24,12 @@ at::Tensor unit_lower_solve_aten(const at::Tensor& A, const at::Tensor& R) {
 }
 
 #ifdef RLLOOP_CUDA
+// The solve kernel takes float32 64x64 systems (the chunk size) with matching batch dimensions.
+bool solve_kernel_applies(const at::Tensor& A, const at::Tensor& R) {
+  return A.is_cuda() && cuda_kernel_enabled("solve") && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
+         R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2);
+}
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -71,8 +77,7 @@ at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 
 at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool transpose) {
 #ifdef RLLOOP_CUDA
-  if (A.is_cuda() && cuda_kernel_enabled("solve") && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
-      R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
+  if (solve_kernel_applies(A, R)) {
     return cuda::unit_lower_solve(A.contiguous(), R.contiguous(), transpose);
   }
 #endif
@@ -83,8 +88,7 @@ at::Tensor unit_lower_solve_raw(const at::Tensor& A, const at::Tensor& R, bool t
 
 at::Tensor unit_lower_solve(const at::Tensor& A, const at::Tensor& R) {
 #ifdef RLLOOP_CUDA
-  if (A.is_cuda() && cuda_kernel_enabled("solve") && A.size(-1) == 64 && A.scalar_type() == at::kFloat &&
-      R.scalar_type() == at::kFloat && A.sizes().slice(0, A.dim() - 2) == R.sizes().slice(0, R.dim() - 2)) {
+  if (solve_kernel_applies(A, R)) {
     return UnitLowerSolve::apply(A.contiguous(), R.contiguous());
   }
 #endif

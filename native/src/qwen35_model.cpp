@@ -49,6 +49,7 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
     vision_ = std::make_unique<VisionTower>(*config_.vision, getter, dtype, device);
   }
   reader.check_all_used();
+  device_memory_bytes_ = device_total_memory(device);
 }
 
 std::vector<LoraLinear*> Qwen35Model::lora_linears() {
@@ -112,7 +113,7 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   // (bench/gpu/kernel_check.sh) — 20 without the norm kernels (61.6 GiB), 34 with autograd's delta-rule backward
   // (83.9 GiB).
   constexpr double kGiB = 1ull << 30;
-  const double total = static_cast<double>(device_total_memory(device_));
+  const double total = static_cast<double>(device_memory_bytes_);
   const double peak_target = std::min(76.0 * kGiB, total > 0 ? total - 4.0 * kGiB : 76.0 * kGiB);
   const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes);
   const TextConfig& t = config_.text;

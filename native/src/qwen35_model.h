@@ -54,6 +54,7 @@ class Qwen35Model {
   Qwen35Config config_;
   at::ScalarType dtype_;
   at::Device device_;
+  int64_t device_memory_bytes_ = 0;  // the accelerator's total memory (0 on the CPU), for "auto" checkpointing
   Checkpointing checkpointing_;
   at::Tensor embed_tokens_;  // [vocab, hidden]
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
