@@ -48,8 +48,10 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const rows = await readRows(job.data, "ppo", "--data", job.imageBase);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
   await model.loadAdapter(POLICY, job.adapter!);
-  await model.loadAdapter(REFERENCE, job.ref!);
-  const fixed = await fixedLogprobs(ctx, model, collator, rows, job);
+  // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
+  const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
+  if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
+  const fixed = await fixedLogprobs(ctx, model, collator, rows, job, refIsPolicy);
   model.setTrainable(POLICY);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
   const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, modelDir);
@@ -89,7 +91,7 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
 
 /**
  * Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank. When the
- * two adapters are the same (a loop's first round) one pass gives both: the values are identical by definition.
+ * two adapters are the same (`shared`: a loop's first round) one pass gives both: the values are identical by definition.
  */
 async function fixedLogprobs(
   ctx: RankContext,
@@ -97,12 +99,12 @@ async function fixedLogprobs(
   collator: Collator,
   rows: PpoRow[],
   job: TrainJob,
+  shared: boolean,
 ): Promise<FixedLogprobs> {
   const start = performance.now();
   const wait: DataWait = { ms: 0 };
   const n = rows[0]!.code.length;
   const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
-  const shared = await sameAdapter(job.adapter!, job.ref!);
   const adapters = shared ? [POLICY] : [REFERENCE, POLICY];
   // zeros except this rank's rows, summed over ranks below; each batch is prepared once for both adapters
   const values = Object.fromEntries(adapters.map((a) => [a, new Float32Array(rows.length * n)]));

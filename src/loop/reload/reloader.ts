@@ -76,7 +76,7 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   );
   const messages = await consumer.consume();
   let lastRound = 0;
-  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), wanted: 0, loaded: 0, done: 0 }));
+  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), loaded: 0, done: 0 }));
   const fetches = new Map<number, Promise<Fetched>>(); // by round, until every lane is past it
   const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
@@ -122,7 +122,6 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
     fetches.set(a.round, fetched);
     const results = clients.map((client, i) => {
       const lane = lanes[i]!;
-      lane.wanted = a.round;
       const result = lane.tail.then(() => syncOnLane(client, lane, a, fetched, alog));
       lane.tail = result.then(() => undefined, () => undefined);
       return result;
@@ -131,15 +130,7 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   }
 
   async function syncOnLane(client: VllmClient, lane: Lane, a: AdapterPublished, fetched: Promise<Fetched>, alog: Logger): Promise<SyncResult> {
-    const f = await fetched;
-    const newer = "reason" in f ? null : await supersededBy(a.round, lane.wanted);
-    let r: SyncResult;
-    if ("reason" in f) r = { ok: false, replica: client.replica, name: a.name, reason: f.reason };
-    else if (newer !== null) {
-      r = { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${newer} before this replica got to it` };
-    } else {
-      r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal);
-    }
+    const r = await loadOnReplica(client, a, await fetched);
     if (r.ok) {
       lane.loaded = a.round;
       alog.info({ replica: r.replica, unloaded: r.unloaded, unloadErrors: r.unloadErrors, alreadyLoaded: r.alreadyLoaded }, "adapter loaded");
@@ -155,9 +146,19 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
     return r;
   }
 
-  /** The newest round in (round, wanted] whose adapter was fetched: a replica skips to it; null if none was. */
-  async function supersededBy(round: number, wanted: number): Promise<number | null> {
-    const newer = [...fetches.entries()].filter(([r]) => r > round && r <= wanted).sort(([x], [y]) => y - x);
+  /** Loads the fetched adapter on one replica, unless it failed to fetch or a newer fetched round supersedes it. */
+  async function loadOnReplica(client: VllmClient, a: AdapterPublished, f: Fetched): Promise<SyncResult> {
+    if ("reason" in f) return { ok: false, replica: client.replica, name: a.name, reason: f.reason };
+    const newer = await supersededBy(a.round);
+    if (newer !== null) {
+      return { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${newer} before this replica got to it` };
+    }
+    return syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal);
+  }
+
+  /** The newest round after `round` whose adapter was fetched (announced later): a replica skips to it; null if none was. */
+  async function supersededBy(round: number): Promise<number | null> {
+    const newer = [...fetches.entries()].filter(([r]) => r > round).sort(([x], [y]) => y - x);
     for (const [r, f] of newer) if ("path" in (await f)) return r;
     return null;
   }
@@ -181,10 +182,9 @@ export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, l
   };
 }
 
-/** A replica's queue of announcements: the tail of its work, the newest round announced, loaded, and handled. */
+/** A replica's queue of announcements: the tail of its work, the newest round loaded, and handled. */
 interface Lane {
   tail: Promise<void>;
-  wanted: number;
   loaded: number;
   done: number;
 }
