@@ -5,6 +5,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { loadImageOptions } from "../../dist/train/images.js";
 import { Model, deviceMemoryStats, preprocessImage, resetPeakMemoryStats } from "../../dist/native.js";
 
 const { positionals, values } = parseArgs({
@@ -13,11 +14,7 @@ const { positionals, values } = parseArgs({
 });
 const [modelDir, rowsDir, adapterDir, outDir] = positionals;
 mkdirSync(outDir, { recursive: true });
-const pre = JSON.parse(readFileSync(join(modelDir, "preprocessor_config.json"), "utf8"));
-const imageOptions = {
-  patchSize: pre.patch_size, temporalPatchSize: pre.temporal_patch_size, mergeSize: pre.merge_size,
-  minPixels: pre.size.shortest_edge, maxPixels: pre.size.longest_edge, mean: pre.image_mean, std: pre.image_std,
-};
+const imageOptions = await loadImageOptions(modelDir); // the trainer's own reading of preprocessor_config.json
 const rows = JSON.parse(readFileSync(join(rowsDir, "rows.json"), "utf8")).slice(0, Number(values.rows));
 const inputs = rows.map((r) => ({
   inputIds: Int32Array.from(r.inputIds),

@@ -6,6 +6,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { deviceMemoryStats, Model, preprocessImage, resetPeakMemoryStats } from "../../dist/native.js";
+import { loadImageOptions } from "../../dist/train/images.js";
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -13,11 +14,7 @@ const { positionals, values } = parseArgs({
              device: { type: "string", default: "cuda:0" } },
 });
 const [modelDir, rowsDir, outPath] = positionals;
-const pre = JSON.parse(readFileSync(join(modelDir, "preprocessor_config.json"), "utf8"));
-const imageOptions = {
-  patchSize: pre.patch_size, temporalPatchSize: pre.temporal_patch_size, mergeSize: pre.merge_size,
-  minPixels: pre.size.shortest_edge, maxPixels: pre.size.longest_edge, mean: pre.image_mean, std: pre.image_std,
-};
+const imageOptions = await loadImageOptions(modelDir); // the trainer's own reading of preprocessor_config.json
 let rows = JSON.parse(readFileSync(join(rowsDir, "rows.json"), "utf8"));
 if (Number(values.limit) > 0) rows = rows.slice(0, Number(values.limit));
 

@@ -9,10 +9,11 @@ OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-256}
 WHICH=${2:-"rlloop seed seed-fla"}
 MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-ppo-$ROWS; TREE=/tmp/seed-tree
-# Trained adapters go to TRAINED, not $OUT: only logs and reports come back from the device (8 files at most).
+# Trained adapters (and the build log, the running report) stay under /tmp, not $OUT: a device call returns 8 files
+# at most, and those should be the runs' logs and the reports.
 TRAINED=/tmp/rlloop-bench-trained; mkdir -p "$TRAINED"
 COMMAND="bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
-[ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+[ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > /tmp/rlloop-build.log 2>&1 || { tail -30 /tmp/rlloop-build.log; exit 1; }
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
 [ -f "$DATA/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$DATA" --rows "$ROWS")
@@ -50,6 +51,6 @@ for w in $WHICH; do
       if [ $w = seed-fla ]; then PYTHONPATH=/tmp/fla seed seed-fla-ppo ppo "${PPO_FLAGS[@]}"
       else PYTHONPATH=/tmp/fla seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
   esac || echo "== $w FAILED"
-  python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "$COMMAND" > "$OUT/report.txt"  # the table so far
+  python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "$COMMAND" > /tmp/rlloop-bench-report.txt  # the table so far
 done
-cat "$OUT/report.txt"
+cat /tmp/rlloop-bench-report.txt

@@ -10,6 +10,7 @@ Usage: python3 ppo_report.py OUT ROWS [COMMAND]
 import json
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -62,8 +63,7 @@ def main():
         table.update(resident_rounds(out / "resident.log"))
     print(f"{'run':24} {'seconds':>9} {'rows/s':>8} {'peak GiB':>9}")
     for name, (s, peak) in table.items():
-        epochs = 2 if name.endswith("ppo") else 1
-        print(f"{name:24} {s:9.1f} {rows * epochs / s:8.2f} {peak if peak is not None else float('nan'):9.1f}")
+        print(f"{name:24} {s:9.1f} {rows_per_s(name, s, rows):8.2f} {peak if peak is not None else float('nan'):9.1f}")
     for base, mine in ratios(table):
         print(f"ratio {base} / {mine}: {table[base][0] / table[mine][0]:.2f}x")
     (out / "summary.json").write_text(json.dumps(table))
@@ -80,7 +80,12 @@ def ratios(table):
     return pairs
 
 
-def markdown(table, rows, command):
+def machine():
+    """The GPU's name and torch's version, looked up once per machine (importing torch takes seconds, and
+    ppo_bench.sh calls this report after every entry); cached outside OUT, whose files come back from the device."""
+    cached = Path(tempfile.gettempdir()) / "rlloop-bench-machine.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     except OSError:
@@ -90,12 +95,24 @@ def markdown(table, rows, command):
         version = torch.__version__
     except ImportError:
         version = "?"
+    info = {"gpu": gpu, "torch": version}
+    cached.write_text(json.dumps(info))
+    return info
+
+
+def rows_per_s(name, seconds, rows):
+    """rows × epochs over the timed span (a PPO round runs 2 epochs, an SFT job 1)."""
+    return rows * (2 if name.endswith("ppo") else 1) / seconds
+
+
+def markdown(table, rows, command):
+    info = machine()
+    gpu, version = info["gpu"], info["torch"]
     lines = [f"Command (GPU machine, repository root): `{command}`. {gpu}, torch {version}, "
              f"{datetime.now(timezone.utc):%Y-%m-%d}, {rows} rows, all runs in this one call.", "",
              "| run | seconds (model loaded → outputs written) | rows/s | peak GPU GiB |", "|---|---|---|---|"]
     for name, (s, peak) in table.items():
-        epochs = 2 if name.endswith("ppo") else 1
-        lines.append(f"| {name} | {s:.1f} | {rows * epochs / s:.2f} | {'' if peak is None else f'{peak:.1f}'} |")
+        lines.append(f"| {name} | {s:.1f} | {rows_per_s(name, s, rows):.2f} | {'' if peak is None else f'{peak:.1f}'} |")
     for base, mine in ratios(table):
         lines.append(f"\n{base} / {mine}: **{table[base][0] / table[mine][0]:.2f}x**")
     return "\n".join(lines) + "\n"
