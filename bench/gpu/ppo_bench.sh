@@ -42,7 +42,7 @@ for w in $WHICH; do
     rlloop-sft) rlloop rlloop-sft sft "${SFT_FLAGS[@]}" ;;
     seed) seed seed-ppo ppo "${PPO_FLAGS[@]}" ;;
     resident)  # two PPO rounds on one resident rank (round latency, model already loaded)
-      timeout "${RUN_TIMEOUT:-400}" node bench/gpu/resident_rounds.mjs "$MODEL" "$DATA" "$TRAINED/resident" > "$OUT/resident.log" 2>&1 \
+      RLLOOP_LOG_LEVEL=${RLLOOP_LOG_LEVEL:-info} timeout "${RUN_TIMEOUT:-400}" node bench/gpu/resident_rounds.mjs "$MODEL" "$DATA" "$TRAINED/resident" > "$OUT/resident.log" 2>&1 \
         || { tail -25 "$OUT/resident.log"; false; }
       grep -E '"event"' "$OUT/resident.log" | cut -c1-400 ;;
     seed-sft) seed seed-sft sft "${SFT_FLAGS[@]}" ;;

@@ -8,7 +8,7 @@ import pino from "pino";
 import { ResidentTrainer } from "../../dist/train/resident.js";
 
 const [modelDir, dataDir, outDir] = process.argv.slice(2);
-const log = pino({ level: "warn" });
+const log = pino({ level: process.env.RLLOOP_LOG_LEVEL ?? "warn" }); // "info": the ranks' phase and progress lines
 const loadStart = performance.now();
 const trainer = await ResidentTrainer.start({
   model: { dir: modelDir, device: "cuda", dtype: "bfloat16", checkpointing: "auto" },

@@ -108,11 +108,15 @@ async function fixedLogprobs(
   const adapters = shared ? [POLICY] : [REFERENCE, POLICY];
   // zeros except this rank's rows, summed over ranks below; each batch is prepared once for both adapters
   const values = Object.fromEntries(adapters.map((a) => [a, new Float32Array(rows.length * n)]));
-  for await (const b of preparedBatches(model, collator, rows, batches(mine, 2 * job.batch), job.data, wait)) {
+  const groups = batches(mine, 2 * job.batch);
+  const progress = new Progress(ctx.log, "ppo fixed log-probs", groups.length, ctx.rank === 0);
+  let step = 0;
+  for await (const b of preparedBatches(model, collator, rows, groups, job.data, wait)) {
     for (const adapter of adapters) {
       const { logp, K } = await model.logprobs(b.batch, { adapter });
       b.indices.forEach((row, i) => values[adapter]!.set(logp.subarray(i * K, i * K + n), row * n));
     }
+    progress.step({ step: ++step, rows: b.rows.length * ctx.world, dataWaitS: round2(wait.ms / 1000) });
   }
   const out: Record<string, Float32Array> = {};
   for (const adapter of adapters) out[adapter] = await sumOverRanks(ctx, values[adapter]!);

@@ -4,9 +4,9 @@ import type { Logger } from "pino";
 
 export interface ProgressStep {
   step: number; // 1-based
-  loss: number;
+  loss?: number; // absent for passes without a loss (the frozen log-prob pass)
   rows: number; // rows this step consumed on all ranks
-  [extra: string]: number;
+  [extra: string]: number | undefined;
 }
 
 export class Progress {
