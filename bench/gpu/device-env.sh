@@ -4,12 +4,13 @@
 # bench/gpu/pack-device.sh makes them.
 set -euo pipefail
 export RLLOOP_ROOT=$(pwd)
-if [ ! -x /tmp/node/bin/node ]; then
+# A call that runs only the seed (Python) may leave .node behind to carry other things.
+if [ ! -x /tmp/node/bin/node ] && [ -f .node/node-20.20.2.xz ]; then
   mkdir -p /tmp/node/bin
   xz -dc .node/node-20.20.2.xz > /tmp/node/bin/node && chmod +x /tmp/node/bin/node
 fi
 export PATH=/tmp/node/bin:$PATH
-if [ ! -d node_modules ]; then
+if [ ! -d node_modules ] && [ -f .node/prod-modules.tar.xz ]; then
   tar xJf .node/prod-modules.tar.xz
   cp -r .node/headers/* node_modules/
 fi

@@ -13,7 +13,9 @@ MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-ppo-$ROWS; TREE=/tmp/seed-tree
 # at most, and those should be the runs' logs and the reports.
 TRAINED=/tmp/rlloop-bench-trained; mkdir -p "$TRAINED"
 COMMAND="bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
-[ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > /tmp/rlloop-build.log 2>&1 || { tail -30 /tmp/rlloop-build.log; exit 1; }
+case " $WHICH " in *" rlloop"*|*" resident "*)  # the seed entries need no build (nor Node)
+  [ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > /tmp/rlloop-build.log 2>&1 || { tail -30 /tmp/rlloop-build.log; exit 1; } ;;
+esac
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
 [ -f "$DATA/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$DATA" --rows "$ROWS")
@@ -48,8 +50,10 @@ for w in $WHICH; do
     seed-sft) seed seed-sft sft "${SFT_FLAGS[@]}" ;;
     seed-fla|seed-fla-sft)
       [ -d /tmp/fla ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla .whl/*.whl
-      if [ $w = seed-fla ]; then PYTHONPATH=/tmp/fla seed seed-fla-ppo ppo "${PPO_FLAGS[@]}"
-      else PYTHONPATH=/tmp/fla seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
+      # FLA's GDN backward needs Triton >= 3.7.1 on Hopper; carry_triton.sh puts one carried in parts at /tmp/triton
+      fla_path=/tmp/fla; [ -d /tmp/triton/triton ] && fla_path=/tmp/triton:/tmp/fla
+      if [ $w = seed-fla ]; then PYTHONPATH=$fla_path seed seed-fla-ppo ppo "${PPO_FLAGS[@]}"
+      else PYTHONPATH=$fla_path seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
   esac || echo "== $w FAILED"
   python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "$COMMAND" > /tmp/rlloop-bench-report.txt  # the table so far
 done
