@@ -51,10 +51,15 @@ describe("native - backward timeline", () => {
       const sum = Object.values(line.segments).reduce((a, b) => a + b, 0);
       expect(Math.abs(sum - line.total_ms)).toBeLessThanOrEqual(1e-6 * line.total_ms + 1e-9); // the intervals tile the backward
       for (const ms of Object.values(line.segments)) expect(ms).toBeGreaterThanOrEqual(0);
-      // the hand-derived delta-rule node runs inside the linear-attention segments (the CUDA-only nodes are absent here)
-      expect(Object.keys(line.nodes)).toEqual(["gdn.delta_rule"]);
+      // the hand-derived delta-rule node runs inside the linear-attention segments (the CUDA-only nodes are absent
+      // here), and its three parts run one after another inside it
+      const parts = ["gdn.delta_rule.intra_chunk", "gdn.delta_rule.recompute", "gdn.delta_rule.scan"];
+      expect(Object.keys(line.nodes).sort()).toEqual(["gdn.delta_rule", ...parts]);
       expect(line.nodes["gdn.delta_rule"]!).toBeGreaterThan(0);
       expect(line.nodes["gdn.delta_rule"]!).toBeLessThanOrEqual(line.segments["layer.linear_attention"]!);
+      const partsSum = parts.reduce((sum, p) => sum + line.nodes[p]!, 0);
+      for (const p of parts) expect(line.nodes[p]!).toBeGreaterThan(0);
+      expect(partsSum).toBeLessThanOrEqual(line.nodes["gdn.delta_rule"]! * (1 + 1e-6));
     }
   });
 

@@ -70,6 +70,19 @@ describe("native errors - Model.load rejects a broken checkpoint, naming what is
     await expectRejection(Model.load(dir, { device: "cpu", dtype: "float32" }), [dir]);
   });
 
+  test("an unknown RLLOOP_SDPA (attention backend switch) is rejected naming the variable and its choices", async () => {
+    process.env.RLLOOP_SDPA = "fastest"; // read at every Model.load (native getenv sees process.env)
+    try {
+      await expectRejection(Model.load(fx.modelDir("a"), { device: "cpu", dtype: "float32" }), [
+        'RLLOOP_SDPA: "fastest"',
+        "flash",
+        "cudnn",
+      ]);
+    } finally {
+      delete process.env.RLLOOP_SDPA;
+    }
+  });
+
   test("missing shard of a sharded checkpoint: names the shard file", async () => {
     const dir = await copyModel("b");
     const index = JSON.parse(await readFile(join(dir, "model.safetensors.index.json"), "utf8")) as { weight_map: Record<string, string> };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Triton >= 3.7.1 for the flash-linear-attention baseline (FLA refuses its GDN backward on Hopper with the GPU
-# machine's Triton 3.6, see RESULTS.md), carried in two parts: trimmed (no AMD backend, no CUPTI/proton profiler,
-# no Blackwell ptxas) and xz-compressed it is ~85 MB, more than one device call carries next to Node (64 MiB).
+# machine's Triton 3.6, see RESULTS.md), carried in two parts: trimmed (no CUPTI/proton profiler, no Blackwell
+# ptxas, no disassemblers) and xz-compressed it is ~86 MB, more than one device call carries next to Node (64 MiB).
+# The AMD backend stays: Triton imports every backend its dist-info's entry points name (a trimmed one failed so).
 #   host:   bash bench/gpu/carry_triton.sh split WHEEL   -> .tri1/p1 (62 MB) and .tri2/p2 (the rest)
 #   device: bash bench/gpu/carry_triton.sh stash          (in the first call, carrying .tri1: keeps p1 in /tmp)
 #           bash bench/gpu/carry_triton.sh join           (in the next call on the same warm machine, carrying .tri2)
@@ -11,7 +12,7 @@ PART1=62000000
 case ${1:-} in
   split)
     work=$(mktemp -d); unzip -q "$2" -d "$work"
-    rm -rf "$work"/triton/backends/amd "$work"/triton/backends/nvidia/lib/cupti "$work"/triton/_C/libproton.so \
+    rm -rf "$work"/triton/backends/nvidia/lib/cupti "$work"/triton/_C/libproton.so \
       "$work"/triton/backends/nvidia/bin/{ptxas-blackwell,nvdisasm,cuobjdump} \
       "$work"/triton/instrumentation/libGPUInstrumentationTestLib.so "$work"/triton/plugins/libTritonPluginsTestLib.so
     xz -T1 --lzma2=preset=9e,dict=512MiB -c "$work"/triton/_C/libtriton.so > "$work"/lib.xz  # ~5 min on 2 cores

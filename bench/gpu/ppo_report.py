@@ -38,6 +38,18 @@ def seed_time(log: Path):
     return None
 
 
+# transformers' warning when it runs its torch fallback of the delta rule: a "seed-fla" run that printed it did
+# not use flash-linear-attention (seen: a carried Triton that failed to import) and is no FLA baseline.
+FLA_FALLBACK = "falling back to its reference PyTorch implementation"
+
+
+def seed_fla_time(log: Path):
+    if FLA_FALLBACK in log.read_text():
+        print(f"{log.name}: transformers fell back to its torch delta rule: flash-linear-attention was not used; left out")
+        return None
+    return seed_time(log)
+
+
 def resident_rounds(log: Path):
     """{"rlloop-resident-r1-ppo": (seconds, peak GiB), ...} from the round events of resident_rounds.mjs."""
     rounds = {}
@@ -54,8 +66,8 @@ def resident_rounds(log: Path):
 def main():
     out, rows = Path(sys.argv[1]), int(sys.argv[2])
     table = {}
-    for name, reader in (("rlloop-ppo", rlloop_time), ("rlloop-nockpt-ppo", rlloop_time), ("seed-ppo", seed_time), ("seed-fla-ppo", seed_time),
-                         ("rlloop-sft", rlloop_time), ("seed-sft", seed_time), ("seed-fla-sft", seed_time)):
+    for name, reader in (("rlloop-ppo", rlloop_time), ("rlloop-nockpt-ppo", rlloop_time), ("seed-ppo", seed_time), ("seed-fla-ppo", seed_fla_time),
+                         ("rlloop-sft", rlloop_time), ("seed-sft", seed_time), ("seed-fla-sft", seed_fla_time)):
         log = out / f"{name}.log"
         if log.exists() and (t := reader(log)):
             table[name] = t

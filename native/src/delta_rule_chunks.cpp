@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,23 +57,41 @@ Chunks chunk_terms(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 
 // The sequential scan over the N chunks (not over tokens), state S [B·H, dk, dv] from zero:
 //   V = U − W S_n; O_n = Qd S_n + intra V; S_{n+1} = dec S_n + Kendᵀ V.
-// Each sum rides on a batched product's accumulator (baddbmm), the chunk's views are batch-strided matrices (no
-// copies). Returns O [B, H, N, C, dv]; with `states`, S_n is also written to states[:, :, n].
-at::Tensor scan(const Chunks& c, at::Tensor* states) {
+// Only V and the next state depend on the previous chunk, so only they are in the loop (three small products a
+// chunk); O, which needs S_n and V of its own chunk only, is one batched product over every chunk afterwards. Each
+// sum rides on a product's accumulator (baddbmm); the chunk's views are batch-strided matrices (no copies).
+// Returns O [B, H, N, C, dv]; with `states` (dense [B, H, N, dk, dv]), S_n is also written to states[:, :, n].
+// `differentiable`: autograd records the loop (RLLOOP_GDN_BACKWARD=autograd), so no out= products (autograd
+// cannot differentiate them).
+at::Tensor scan(const Chunks& c, at::Tensor* states, bool differentiable) {
   const int64_t B = c.U.size(0), H = c.U.size(1), N = c.U.size(2), C = c.U.size(3), dk = c.W.size(4),
                 dv = c.U.size(4);
-  const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1),
-                   intra = c.intra.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1);
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(N);
+  const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1);
   at::Tensor S = at::zeros({B * H, dk, dv}, c.U.options());
-  for (int64_t n = 0; n < N; ++n) {
-    if (states) states->select(2, n).copy_(S.view({B, H, dk, dv}));
-    const at::Tensor V = at::baddbmm(U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1);
-    outputs.push_back(at::baddbmm(at::bmm(Qd.select(1, n), S), intra.select(1, n), V));
-    S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), V);
+  at::Tensor S_all, V_all;  // [B·H, N, dk, dv], [B·H, N, C, dv]
+  if (differentiable) {
+    std::vector<at::Tensor> Ss, Vs;
+    for (int64_t n = 0; n < N; ++n) {
+      Ss.push_back(S);
+      Vs.push_back(at::baddbmm(U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1));
+      if (n + 1 < N) S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), Vs.back());
+    }
+    S_all = at::stack(Ss, 1);
+    V_all = at::stack(Vs, 1);
+    if (states) states->copy_(S_all.view(states->sizes()));
+  } else {
+    S_all = states ? states->flatten(0, 1) : at::empty({B * H, N, dk, dv}, c.U.options());  // aliases `states`
+    V_all = at::empty({B * H, N, C, dv}, c.U.options());
+    for (int64_t n = 0; n < N; ++n) {
+      S_all.select(1, n).copy_(S);
+      at::Tensor V = V_all.select(1, n);
+      at::baddbmm_out(V, U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1);
+      if (n + 1 < N) S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), V);
+    }
   }
-  return at::stack(outputs, 1).view({B, H, N, C, dv});
+  const at::Tensor O = at::baddbmm(at::bmm(c.Qd.flatten(0, 2), S_all.flatten(0, 1)), c.intra.flatten(0, 2),
+                                   V_all.flatten(0, 1));
+  return O.view({B, H, N, C, dv});
 }
 
 struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
@@ -80,7 +99,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
                             const at::Tensor& beta, const at::Tensor& g) {
     const Chunks c = chunk_terms(q, k, v, beta, g, /*differentiable=*/false);
     at::Tensor states = at::empty({q.size(0), q.size(1), q.size(2), q.size(4), v.size(4)}, q.options());
-    at::Tensor out = scan(c, &states);
+    at::Tensor out = scan(c, &states, /*differentiable=*/false);
     ctx->save_for_backward({q, k, v, beta, g, states});
     return out;
   }
@@ -95,36 +114,45 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &beta = saved[3], &g = saved[4], &states = saved[5];
     const at::Tensor dO = grads[0].contiguous();
+    // The three parts time themselves too ("of which" figures under gdn.delta_rule in RLLOOP_BACKWARD_TIMELINE).
+    std::optional<BackwardNodeTimer> part(std::in_place, "gdn.delta_rule.recompute");
     const Chunks c = chunk_terms(q, k, v, beta, g, /*differentiable=*/false);
+    part.emplace("gdn.delta_rule.scan");
     const int64_t B = q.size(0), H = q.size(1), N = q.size(2), C = q.size(3), dk = q.size(4), dv = v.size(4);
 
-    // Per chunk, batched over B·H; the products land in the gradient tensors' chunk views directly (bmm_out; the
-    // tensors are allocated dense, so their flatten(0, 1) views alias them), and dW = −dV S_nᵀ is stored positive
-    // and negated once after the loop.
-    const auto dense = [](const at::Tensor& like) { return at::empty(like.sizes(), like.options()); };
-    at::Tensor dQd = dense(c.Qd), dKend = dense(c.Kend), dintra = dense(c.intra), dX = dense(c.X), ddec = dense(c.dec);
-    const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1),
-                     intra = c.intra.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1),
-                     S_all = states.flatten(0, 1), dO_all = dO.flatten(0, 1);
-    const at::Tensor dQd3 = dQd.flatten(0, 1), dKend3 = dKend.flatten(0, 1), dintra3 = dintra.flatten(0, 1),
-                     dX3 = dX.flatten(0, 1), ddec2 = ddec.flatten(0, 1);
+    // Only dV and dS depend on the next chunk, so only they are in the loop: dV lands in its place in dX (the
+    // gradient of [U | W]), and each chunk's dS (the gradient of S_{n+1}) is kept; the rest is batched over every
+    // chunk afterwards. The buffers are allocated dense, so their flatten views alias them.
+    at::Tensor dX = at::empty(c.X.sizes(), c.X.options());
+    at::Tensor dS_next = at::empty(states.sizes(), states.options());  // [B, H, N, dk, dv]
+    const at::Tensor W = c.W.flatten(0, 1), Qd = c.Qd.flatten(0, 1), intra = c.intra.flatten(0, 1),
+                     Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1), dO_all = dO.flatten(0, 1);
+    const at::Tensor dU_all = dX.flatten(0, 1).narrow(-1, 0, dv), dS_all = dS_next.flatten(0, 1);
     at::Tensor dS = at::zeros({B * H, dk, dv}, q.options());
     for (int64_t n = N - 1; n >= 0; --n) {
-      const at::Tensor S = S_all.select(1, n), Wn = W.select(1, n), dOn = dO_all.select(1, n);
-      const at::Tensor V = at::baddbmm(U.select(1, n), Wn, S, /*beta=*/1, /*alpha=*/-1);
-      const at::Tensor dV = at::baddbmm(at::bmm(Kend.select(1, n), dS), intra.select(1, n).transpose(1, 2), dOn);
-      at::Tensor dKend_n = dKend3.select(1, n), dQd_n = dQd3.select(1, n), dintra_n = dintra3.select(1, n),
-                 dW_n = dX3.select(1, n).narrow(-1, dv, dk);
-      at::bmm_out(dKend_n, V, dS.transpose(1, 2));
-      ddec2.select(1, n).copy_((S * dS).sum({-1, -2}));
-      at::bmm_out(dQd_n, dOn, S.transpose(1, 2));
-      at::bmm_out(dintra_n, dOn, V.transpose(1, 2));
-      dX3.select(1, n).narrow(-1, 0, dv).copy_(dV);
-      at::bmm_out(dW_n, dV, S.transpose(1, 2));
-      dS = at::baddbmm(at::baddbmm(dS * dec.select(1, n).view({B * H, 1, 1}), Qd.select(1, n).transpose(1, 2), dOn),
-                       Wn.transpose(1, 2), dV, /*beta=*/1, /*alpha=*/-1);
+      const at::Tensor dOn = dO_all.select(1, n);
+      dS_all.select(1, n).copy_(dS);
+      at::Tensor dV = dU_all.select(1, n);
+      at::bmm_out(dV, Kend.select(1, n), dS);
+      dV.baddbmm_(intra.select(1, n).transpose(1, 2), dOn);
+      if (n > 0) {
+        dS = at::baddbmm(at::baddbmm(dS * dec.select(1, n).view({B * H, 1, 1}), Qd.select(1, n).transpose(1, 2), dOn),
+                         W.select(1, n).transpose(1, 2), dV, /*beta=*/1, /*alpha=*/-1);
+      }
     }
+    // Batched over the chunks ([B·H·N] matrices): V again, then dKend = V dSᵀ, ddec = ⟨S_n, dS⟩, dQd = dO S_nᵀ,
+    // dintra = dO Vᵀ, dW = −dV S_nᵀ (stored positive into dX, negated below).
+    const at::Tensor S3 = states.flatten(0, 2), dS3 = dS_next.flatten(0, 2), dO3 = dO.flatten(0, 2),
+                     dX3 = dX.flatten(0, 2);
+    const at::Tensor V3 = at::baddbmm(c.U.flatten(0, 2), c.W.flatten(0, 2), S3, /*beta=*/1, /*alpha=*/-1);
+    const at::Tensor dKend = at::bmm(V3, dS3.transpose(1, 2)).view(c.Kend.sizes());
+    const at::Tensor ddec = (S3 * dS3).sum({-1, -2}).view(c.dec.sizes());
+    const at::Tensor dQd = at::bmm(dO3, S3.transpose(1, 2)).view(c.Qd.sizes());
+    const at::Tensor dintra = at::bmm(dO3, V3.transpose(1, 2)).view(c.intra.sizes());
+    at::Tensor dW3 = dX3.narrow(-1, dv, dk);
+    at::bmm_out(dW3, dX3.narrow(-1, 0, dv), S3.transpose(1, 2));
     dX.narrow(-1, dv, dk).neg_();
+    part.emplace("gdn.delta_rule.intra_chunk");
 
     // [U | W] = M⁻¹ R with M = I + SL(A): dR = M⁻ᵀ dX, dA = −SL(dR Xᵀ)
     const at::Tensor dR = unit_lower_solve_raw(c.A, dX, /*transpose=*/true);
@@ -170,9 +198,9 @@ at::Tensor delta_rule_chunks(const at::Tensor& q, const at::Tensor& k, const at:
                              const at::Tensor& g) {
   const bool graph = at::GradMode::is_enabled() &&
                      (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() || g.requires_grad());
-  if (!graph) return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/false), nullptr);  // no states to keep
+  if (!graph) return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/false), nullptr, /*differentiable=*/false);  // no states to keep
   if (delta_rule_backward_is_manual()) return DeltaRuleChunks::apply(q, k, v, beta, g);
-  return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/true), nullptr);  // autograd records every op
+  return scan(chunk_terms(q, k, v, beta, g, /*differentiable=*/true), nullptr, /*differentiable=*/true);  // autograd records every op
 }
 
 }  // namespace rlloop

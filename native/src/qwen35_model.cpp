@@ -36,6 +36,7 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
       checkpointing_(checkpointing),
       vision_cache_(vision_cache_bytes) {
   c10::NoGradGuard no_grad;
+  const bool cudnn_attention = sdpa_uses_cudnn();  // checked on every device: a bad value is an error on the CPU too
   // TF32 for the float32 matrix products on CUDA (those of the delta rule's chunks): on for a bfloat16 model, whose
   // error it does not change measurably (bench/RESULTS.md: max log-prob error 0.148 vs 0.136 against float32, the
   // backward 22% faster), off for a float32 one; RLLOOP_TF32=0/1 overrides. Process-wide in libtorch.
@@ -48,7 +49,7 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
     // the 9B shapes: a process's first training backward took 1.79 s against 0.41 s steady, 1.3 s of it in the 8
     // full-attention layers, and a PPO round's first step 3.2 s against 0.69 s. RLLOOP_SDPA=cudnn keeps cuDNN (to
     // compare). Process-wide in libtorch.
-    at::globalContext().setSDPUseCuDNN(sdpa_uses_cudnn());
+    at::globalContext().setSDPUseCuDNN(cudnn_attention);
   }
   CheckpointReader reader(dir);
   const TextConfig& t = config_.text;
