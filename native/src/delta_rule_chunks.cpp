@@ -158,19 +158,20 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     const at::Tensor dR = unit_lower_solve_raw(c.A, dX, /*transpose=*/true);
     const at::Tensor dA = at::matmul(dR, c.X.transpose(-1, -2)).tril(-1).neg_();
     const at::Tensor dvb = dR.narrow(-1, 0, dv), dkbe = dR.narrow(-1, dv, dk);
-    at::Tensor dkb = dkbe * c.e;
     at::Tensor de = (dkbe * c.kb).sum(-1) + (dQd * q).sum(-1);  // [B, H, N, C]: d/de of k·β·e and q·e
-    // A = KK ⊙ P, intra = QK ⊙ P
-    const at::Tensor dKK = dA * c.P, dQK = dintra * c.P;
-    const at::Tensor dP = dA * c.KK + dintra * c.QK;
-    dkb = dkb + at::matmul(dKK, k);
-    at::Tensor grad_k = at::matmul(dKK.transpose(-1, -2), c.kb) + at::matmul(dQK.transpose(-1, -2), q) + dKend * c.f;
-    const at::Tensor grad_q = at::matmul(dQK, k) + dQd * c.e;
-    grad_k = grad_k + dkb * beta.unsqueeze(-1);
+    // A = KK ⊙ P, intra = QK ⊙ P. The products are batched over the [B·H·N] chunks and take the terms they are
+    // summed with as their accumulator (baddbmm), so no sum is a pass of its own.
+    const auto chunks = [](const at::Tensor& t) { return t.flatten(0, 2); };
+    const auto t = [](const at::Tensor& m) { return m.transpose(-1, -2); };
+    const at::Tensor dKK = chunks(dA * c.P), dQK = chunks(dintra * c.P), k3 = chunks(k), q3 = chunks(q);
+    at::Tensor dlogP = at::addcmul(dA * c.KK, dintra, c.QK).mul_(c.P);  // dP ⊙ P: the gradient of log P
+    const at::Tensor dkb = at::baddbmm(chunks(dkbe * c.e), dKK, k3).view(k.sizes());
+    at::Tensor grad_k = at::baddbmm(at::baddbmm(chunks(dKend * c.f), t(dKK), chunks(c.kb)), t(dQK), q3).view(k.sizes());
+    const at::Tensor grad_q = at::baddbmm(chunks(dQd * c.e), dQK, k3).view(q.sizes());
+    grad_k.addcmul_(dkb, beta.unsqueeze(-1));
     const at::Tensor grad_v = dvb * beta.unsqueeze(-1);
     const at::Tensor grad_beta = (dkb * k).sum(-1) + (dvb * v).sum(-1);
     // cum: through P (exp(cum_i − cum_j)), e = exp(cum), f = exp(cum_last − cum), dec = exp(cum_last)
-    const at::Tensor dlogP = dP * c.P;
     const at::Tensor df = (dKend * k).sum(-1) * c.f.squeeze(-1);
     at::Tensor dcum = dlogP.sum(-1) - dlogP.sum(-2) + de * c.e.squeeze(-1) - df;
     dcum.narrow(-1, C - 1, 1).add_((df.sum(-1) + ddec * c.dec).unsqueeze(-1));
