@@ -45,13 +45,30 @@ __device__ float warp_sum_of_squares(const T* x, int64_t n, int lane) {
   return warp_sum(sum_sq);
 }
 
-// ATen's float32 SiLU forward, and the sigmoid its backward uses.
+// ATen's float32 SiLU forward, the sigmoid its backward uses, and that backward (silu_backward's order: dy·s, then
+// times 1 + x·(1 − s)).
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ __forceinline__ float silu_grad(float dy, float x) {
+  const float s = sigmoid(x);
+  return dy * s * (1.0f + x * (1.0f - s));
+}
+
+// The value after rounding to T, as ATen's ops in T produce it (identity for float32).
+template <typename T>
+__device__ __forceinline__ float rounded(float v) {
+  return static_cast<float>(static_cast<T>(v));
+}
 
 // Whether t's data can be read as Pack<T> of its own dtype (the launchers' check, host side).
 inline bool pack_aligned(const at::Tensor& t) {
   return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % (t.element_size() * kVec) == 0;
+}
+
+// An incoming gradient in like's dtype, contiguous and pack-aligned (a view at an odd offset is copied).
+inline at::Tensor packed_gradient(const at::Tensor& grad, const at::Tensor& like) {
+  at::Tensor g = grad.to(like.scalar_type()).contiguous();
+  return pack_aligned(g) ? g : g.clone();
 }
 
 }  // namespace rlloop::cuda

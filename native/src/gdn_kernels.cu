@@ -69,10 +69,7 @@ __global__ void conv_silu_grad_pre_kernel(const T* __restrict__ grad_out, const 
   const Pack<T> go = load_pack(grad_out + token * C + c0);
   Pack<T> o;
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) {
-    const float sg = sigmoid(pre[e]);
-    o.v[e] = static_cast<T>(static_cast<float>(go.v[e]) * sg * (1.0f + pre[e] * (1.0f - sg)));
-  }
+  for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(silu_grad(static_cast<float>(go.v[e]), pre[e]));
   store_pack(grad_pre + token * C + c0, o);
 }
 

@@ -1,5 +1,7 @@
 #include "mlp.h"
 
+#include "swiglu.h"
+
 namespace rlloop {
 
 Mlp::Mlp(const WeightScope& scope, int64_t hidden, int64_t intermediate)
@@ -8,7 +10,7 @@ Mlp::Mlp(const WeightScope& scope, int64_t hidden, int64_t intermediate)
       down_proj_(scope, "down_proj", hidden, intermediate) {}
 
 at::Tensor Mlp::forward(const at::Tensor& x, const std::string* adapter) const {
-  return down_proj_.forward(at::silu(gate_proj_.forward(x, adapter)) * up_proj_.forward(x, adapter), adapter);
+  return down_proj_.forward(swiglu(gate_proj_.forward(x, adapter), up_proj_.forward(x, adapter)), adapter);
 }
 
 }  // namespace rlloop

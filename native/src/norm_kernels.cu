@@ -15,12 +15,6 @@ constexpr int kRowsPerBlock = 8;
 constexpr int kThreads = kWarp * kRowsPerBlock;
 constexpr int kStride = kWarp * kVec;  // columns one pass of a warp covers
 
-// The value after rounding to T, as ATen's ops in T produce it (identity for float32).
-template <typename T>
-__device__ __forceinline__ float rounded(float v) {
-  return static_cast<float>(static_cast<T>(v));
-}
-
 struct RowIndex {
   int64_t row;
   int lane;
@@ -142,10 +136,9 @@ __global__ void __launch_bounds__(kThreads)
       const float d = static_cast<float>(op.v[e]), g = static_cast<float>(gp.v[e]), wv = static_cast<float>(wp.v[e]);
       const float xhat = static_cast<float>(xp.v[e]) * r;
       const float y = rounded<T>(wv * rounded<T>(xhat));
-      const float s = sigmoid(g);
       const float grad_normed = rounded<T>(rounded<T>(d * silu(g)) * wv);
       ox.v[e] = static_cast<T>(r * (grad_normed - xhat * mean_dot));
-      og.v[e] = static_cast<T>(((d * y) * s) * (1.0f + g * (1.0f - s)));  // ATen's silu_backward order
+      og.v[e] = static_cast<T>(silu_grad(d * y, g));  // ATen's silu_backward order
     }
     store_pack(dx + base + c, ox);
     store_pack(dgate + base + c, og);
@@ -155,12 +148,6 @@ __global__ void __launch_bounds__(kThreads)
 void check_rows(const at::Tensor& t, const at::Tensor& like, const char* what) {
   TORCH_CHECK(t.sizes() == like.sizes() && t.scalar_type() == like.scalar_type() && t.is_contiguous() && pack_aligned(t),
               "rms norm kernel: ", what, " must be a contiguous, aligned tensor shaped and typed like x");
-}
-
-// An incoming gradient in x's dtype, contiguous and pack-aligned (a view at an odd offset is copied).
-at::Tensor packed_gradient(const at::Tensor& grad, const at::Tensor& x) {
-  at::Tensor g = grad.to(x.scalar_type()).contiguous();
-  return pack_aligned(g) ? g : g.clone();
 }
 
 void check_weight(const at::Tensor& w, int64_t H, at::ScalarType dtype) {

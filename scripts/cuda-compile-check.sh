@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Compiles the CUDA variant of the native module on a machine without a GPU or a CUDA toolkit, to catch compile
+# errors before a device call: every native/src/*.cu with nvcc for sm_90, and the .cpp files that have RLLOOP_CUDA
+# code with -DRLLOOP_CUDA=1 (syntax only; nothing is linked). nvcc and the CUDA headers come from NVIDIA's PyPI
+# wheels (CUDA 13.0, the GPU machine's), unpacked once under $RLLOOP_CACHE/cuda-13.0; libtorch's headers from the
+# venv scripts/setup.sh made. Not part of CI (a ~900 MB download the first time; the headers of cuBLAS, cuSPARSE
+# and cuSOLVER are all it keeps of those three). Usage: bash scripts/cuda-compile-check.sh [FILE.cu|FILE.cpp ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/versions.sh
+CACHE=${RLLOOP_CACHE:-$HOME/.cache/rlloop}
+CUDA=$CACHE/cuda-13.0
+PYTHON=$(node -p "require('./.rlloop/env.json').python")
+TORCH_INC=$("$PYTHON" -c "from torch.utils import cpp_extension; print(' '.join('-I' + p for p in cpp_extension.include_paths()))")
+if [ ! -x "$CUDA/x/nvidia/cu13/bin/nvcc" ]; then
+  wheels=$(mktemp -d)
+  for p in "nvidia-cuda-nvcc==13.0.*" "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-cccl==13.0.*" "nvidia-cuda-crt==13.0.*" \
+           "nvidia-nvvm==13.0.*" "nvidia-cublas==13.0.*" "nvidia-cusparse==12.6.*" "nvidia-cusolver==12.0.*"; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 \
+      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$wheels" "$p"
+  done
+  mkdir -p "$CUDA/x"
+  for w in "$wheels"/*.whl; do
+    case $w in
+      *cublas*|*cusparse*|*cusolver*) unzip -q -o "$w" 'nvidia/*/include/*' -d "$CUDA/x" ;;
+      *) unzip -q -o "$w" -d "$CUDA/x" ;;
+    esac
+  done
+  rm -rf "$wheels"
+fi
+T=$CUDA/x/nvidia/cu13
+export PATH=$T/bin:$PATH
+FLAGS="-std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 $TORCH_INC -I$T/include -I$T/include/cccl"
+files=("$@")
+[ ${#files[@]} -gt 0 ] || mapfile -t files < <(ls native/src/*.cu; grep -l "RLLOOP_CUDA" native/src/*.cpp)
+out=$(mktemp -d)
+status=0
+for f in "${files[@]}"; do
+  case $f in
+    *.cu) nvcc $FLAGS -O3 -arch=sm_90 -c "$f" -o "$out/$(basename "$f").o" || status=1 ;;
+    *.cpp) g++ $FLAGS -DRLLOOP_CUDA=1 -fsyntax-only -Inode_modules/node-addon-api -I"$(node -p "require('node-api-headers').include_dir")" "$f" || status=1 ;;
+  esac
+  echo "checked $f"
+done
+rm -rf "$out"
+exit $status
