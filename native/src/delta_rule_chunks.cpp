@@ -68,26 +68,28 @@ at::Tensor scan(const Chunks& c, at::Tensor* states, bool differentiable) {
                 dv = c.U.size(4);
   const at::Tensor U = c.U.flatten(0, 1), W = c.W.flatten(0, 1), Kend = c.Kend.flatten(0, 1), dec = c.dec.flatten(0, 1);
   at::Tensor S = at::zeros({B * H, dk, dv}, c.U.options());
-  at::Tensor S_all, V_all;  // [B·H, N, dk, dv], [B·H, N, C, dv]
-  if (differentiable) {
-    std::vector<at::Tensor> Ss, Vs;
-    for (int64_t n = 0; n < N; ++n) {
+  TORCH_INTERNAL_ASSERT(!(differentiable && states), "scan: states are kept by the non-differentiable path only");
+  // S_n and V of every chunk, [B·H, N, dk, dv] and [B·H, N, C, dv]: written in place by out= products, or (under
+  // autograd) collected and stacked once
+  at::Tensor S_all = differentiable ? at::Tensor()
+                                    : states ? states->flatten(0, 1) : at::empty({B * H, N, dk, dv}, c.U.options());
+  at::Tensor V_all = differentiable ? at::Tensor() : at::empty({B * H, N, C, dv}, c.U.options());
+  std::vector<at::Tensor> Ss, Vs;
+  for (int64_t n = 0; n < N; ++n) {
+    at::Tensor V;
+    if (differentiable) {
       Ss.push_back(S);
-      Vs.push_back(at::baddbmm(U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1));
-      if (n + 1 < N) S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), Vs.back());
+      V = Vs.emplace_back(at::baddbmm(U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1));
+    } else {
+      S_all.select(1, n).copy_(S);
+      V = V_all.select(1, n);
+      at::baddbmm_out(V, U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1);
     }
+    if (n + 1 < N) S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), V);
+  }
+  if (differentiable) {
     S_all = at::stack(Ss, 1);
     V_all = at::stack(Vs, 1);
-    if (states) states->copy_(S_all.view(states->sizes()));
-  } else {
-    S_all = states ? states->flatten(0, 1) : at::empty({B * H, N, dk, dv}, c.U.options());  // aliases `states`
-    V_all = at::empty({B * H, N, C, dv}, c.U.options());
-    for (int64_t n = 0; n < N; ++n) {
-      S_all.select(1, n).copy_(S);
-      at::Tensor V = V_all.select(1, n);
-      at::baddbmm_out(V, U.select(1, n), W.select(1, n), S, /*beta=*/1, /*alpha=*/-1);
-      if (n + 1 < N) S = at::baddbmm(S * dec.select(1, n).view({B * H, 1, 1}), Kend.select(1, n).transpose(1, 2), V);
-    }
   }
   const at::Tensor O = at::baddbmm(at::bmm(c.Qd.flatten(0, 2), S_all.flatten(0, 1)), c.intra.flatten(0, 2),
                                    V_all.flatten(0, 1));
@@ -141,7 +143,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
       }
     }
     // Batched over the chunks ([B·H·N] matrices): V again, then dKend = V dSᵀ, ddec = ⟨S_n, dS⟩, dQd = dO S_nᵀ,
-    // dintra = dO Vᵀ, dW = −dV S_nᵀ (stored positive into dX, negated below).
+    // dintra = dO Vᵀ, dW = −dV S_nᵀ (into its place in dX; beta = 0: the buffer's old contents are ignored).
     const at::Tensor S3 = states.flatten(0, 2), dS3 = dS_next.flatten(0, 2), dO3 = dO.flatten(0, 2),
                      dX3 = dX.flatten(0, 2);
     const at::Tensor V3 = at::baddbmm(c.U.flatten(0, 2), c.W.flatten(0, 2), S3, /*beta=*/1, /*alpha=*/-1);
@@ -149,9 +151,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     const at::Tensor ddec = (S3 * dS3).sum({-1, -2}).view(c.dec.sizes());
     const at::Tensor dQd = at::bmm(dO3, S3.transpose(1, 2)).view(c.Qd.sizes());
     const at::Tensor dintra = at::bmm(dO3, V3.transpose(1, 2)).view(c.intra.sizes());
-    at::Tensor dW3 = dX3.narrow(-1, dv, dk);
-    at::bmm_out(dW3, dX3.narrow(-1, 0, dv), S3.transpose(1, 2));
-    dX.narrow(-1, dv, dk).neg_();
+    dX3.narrow(-1, dv, dk).baddbmm_(dX3.narrow(-1, 0, dv), S3.transpose(1, 2), /*beta=*/0, /*alpha=*/-1);
     part.emplace("gdn.delta_rule.intra_chunk");
 
     // [U | W] = M⁻¹ R with M = I + SL(A): dR = M⁻ᵀ dX, dA = −SL(dR Xᵀ)
@@ -161,7 +161,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
     at::Tensor de = (dkbe * c.kb).sum(-1) + (dQd * q).sum(-1);  // [B, H, N, C]: d/de of k·β·e and q·e
     // A = KK ⊙ P, intra = QK ⊙ P. The products are batched over the [B·H·N] chunks and take the terms they are
     // summed with as their accumulator (baddbmm), so no sum is a pass of its own.
-    const auto chunks = [](const at::Tensor& t) { return t.flatten(0, 2); };
+    const auto chunks = [](const at::Tensor& x) { return x.flatten(0, 2); };
     const auto t = [](const at::Tensor& m) { return m.transpose(-1, -2); };
     const at::Tensor dKK = chunks(dA * c.P), dQK = chunks(dintra * c.P), k3 = chunks(k), q3 = chunks(q);
     at::Tensor dlogP = at::addcmul(dA * c.KK, dintra, c.QK).mul_(c.P);  // dP ⊙ P: the gradient of log P
