@@ -144,6 +144,36 @@ export interface DeviceMemoryStats {
   reservedBytes: number;
 }
 
+/** Options of deltaRuleCheck: random inputs of `sequences` (B·H) x `length` tokens, heads of `dim`. */
+export interface DeltaRuleCheckOptions {
+  sequences?: number;
+  length?: number;
+  dim?: number;
+  seed?: number;
+  device?: Device;
+  tf32?: boolean; // TF32 products on CUDA for the check (both implementations)
+  repeats?: number; // timed runs of each implementation (0: no timing)
+}
+
+/** Relative L2 errors against a float64 run of the ATen formulation. */
+export interface DeltaRuleErrors {
+  output: number;
+  grads: { q: number; k: number; v: number; beta: number; g: number };
+}
+
+export interface DeltaRuleTiming {
+  forwardMs: number; // median, no graph
+  trainingMs: number; // median, forward with the graph + backward
+}
+
+export interface DeltaRuleCheck {
+  kernels: DeltaRuleErrors; // the fused kernels (delta_rule_kernels.h)
+  chunks: DeltaRuleErrors; // the ATen formulation (delta_rule_chunks.h)
+  kernelsTime: DeltaRuleTiming;
+  chunksTime: DeltaRuleTiming;
+  kernelsApply: boolean; // whether the model would run the kernels on these inputs
+}
+
 export interface VisionCacheStats {
   entries: number;
   bytes: number;
@@ -198,6 +228,7 @@ interface Addon {
   preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches;
   deviceMemoryStats(device: string): DeviceMemoryStats;
   resetPeakMemoryStats(device: string): void;
+  deltaRuleCheck(options: DeltaRuleCheckOptions): DeltaRuleCheck;
   NativeOptimizer: new (
     model: NativeModel,
     adapter: string,
@@ -252,6 +283,14 @@ export function deviceMemoryStats(device: Device): DeviceMemoryStats {
 
 export function resetPeakMemoryStats(device: Device): void {
   addon().resetPeakMemoryStats(device);
+}
+
+/**
+ * The delta rule's fused kernels and its ATen formulation against a float64 reference on random inputs, and
+ * (with repeats) their timings: a diagnostic (test/native-delta-rule-kernels.test.ts, bench/gpu/delta_rule_check.mjs).
+ */
+export function deltaRuleCheck(options: DeltaRuleCheckOptions = {}): DeltaRuleCheck {
+  return addon().deltaRuleCheck(options);
 }
 
 export class Model {

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "collectives.h"
+#include "delta_rule_check.h"
 #include "device_memory.h"
 #include "image_preprocess.h"
 #include "js_async.h"
@@ -715,6 +716,53 @@ Napi::Value ResetPeakMemoryStatsJs(const Napi::CallbackInfo& info) {
   });
 }
 
+// deltaRuleCheck({sequences, length, dim, seed, device, tf32, repeats}) -> the two delta-rule implementations
+// against a float64 reference, and their timings (delta_rule_check.h). Synchronous: a diagnostic.
+Napi::Value DeltaRuleCheckJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  DeltaRuleCheckOptions options;
+  if (!is_missing(info[0])) {
+    Napi::Object o = require_object(info[0], "deltaRuleCheck: options");
+    auto integer = [&](const char* key, int64_t& out) {
+      if (!is_missing(member(o, key))) out = require_integer(member(o, key), std::string("deltaRuleCheck: options.") + key);
+    };
+    int64_t seed = 0;
+    integer("sequences", options.sequences);
+    integer("length", options.length);
+    integer("dim", options.dim);
+    integer("seed", seed);
+    integer("repeats", options.repeats);
+    options.seed = static_cast<uint64_t>(seed);
+    if (!is_missing(member(o, "device"))) options.device = parse_device(require_string(member(o, "device"), "deltaRuleCheck: options.device"));
+    if (!is_missing(member(o, "tf32"))) options.tf32 = member(o, "tf32").ToBoolean().Value();
+  }
+  return guarded(env, "deltaRuleCheck", [&]() -> Napi::Value {
+    const DeltaRuleCheck r = check_delta_rule(options);
+    const auto errors = [&](const DeltaRuleErrors& e) {
+      Napi::Object grads = Napi::Object::New(env);
+      const char* names[5] = {"q", "k", "v", "beta", "g"};
+      for (int i = 0; i < 5; ++i) grads.Set(names[i], e.grads[i]);
+      Napi::Object out = Napi::Object::New(env);
+      out.Set("output", e.output);
+      out.Set("grads", grads);
+      return out;
+    };
+    const auto timing = [&](const DeltaRuleTiming& t) {
+      Napi::Object out = Napi::Object::New(env);
+      out.Set("forwardMs", t.forward_ms);
+      out.Set("trainingMs", t.training_ms);
+      return out;
+    };
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("kernels", errors(r.kernels));
+    out.Set("chunks", errors(r.chunks));
+    out.Set("kernelsTime", timing(r.kernels_time));
+    out.Set("chunksTime", timing(r.chunks_time));
+    out.Set("kernelsApply", r.kernels_apply);
+    return out;
+  });
+}
+
 Napi::Value InitProcessGroup(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), "ProcessGroup.init", [&] { return GroupWrap::Init(info); });
 }
@@ -748,6 +796,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("preprocessImage", Napi::Function::New(env, PreprocessImage, "preprocessImage"));
   exports.Set("deviceMemoryStats", Napi::Function::New(env, DeviceMemoryStatsJs, "deviceMemoryStats"));
   exports.Set("resetPeakMemoryStats", Napi::Function::New(env, ResetPeakMemoryStatsJs, "resetPeakMemoryStats"));
+  exports.Set("deltaRuleCheck", Napi::Function::New(env, DeltaRuleCheckJs, "deltaRuleCheck"));
   return exports;
 }
 

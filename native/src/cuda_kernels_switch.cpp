@@ -12,7 +12,7 @@ namespace rlloop {
 #ifdef RLLOOP_CUDA
 namespace {
 
-constexpr std::array<std::string_view, 5> kKernelNames = {"conv", "solve", "norm", "qkv_heads", "swiglu"};
+constexpr std::array<std::string_view, 6> kKernelNames = {"conv", "solve", "norm", "qkv_heads", "swiglu", "delta_rule"};
 
 std::string_view trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t'; };
@@ -40,7 +40,7 @@ std::set<std::string, std::less<>> disabled_kernels() {
     const std::string_view name = entry.substr(1);
     RLLOOP_CHECK(entry.front() == '-' && std::find(kKernelNames.begin(), kKernelNames.end(), name) != kKernelNames.end(),
                  Invalid, "RLLOOP_KERNELS: \"" + std::string(entry) +
-                              "\" is not one of 0, 1 or a comma-separated list of -conv, -solve, -norm, -qkv_heads, -swiglu");
+                              "\" is not one of 0, 1 or a comma-separated list of -conv, -solve, -norm, -qkv_heads, -swiglu, -delta_rule");
     off.emplace(name);
   }
   return off;

@@ -1,6 +1,7 @@
 #include "gated_deltanet.h"
 
 #include "delta_rule_chunks.h"
+#include "delta_rule_kernels.h"
 #include "gdn_ops.h"
 #include "profiler.h"
 #include "qkv_heads.h"
@@ -57,9 +58,11 @@ at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, in
   const QkvHeads heads = qkv_heads(mixed, key_heads, key_dim, H, value_dim, pad);  // [B, H, L + pad, d] float32
   at::Tensor beta = at::constant_pad_nd(beta_in.to(at::kFloat).transpose(1, 2), {0, pad});  // [B, H, L + pad]
   at::Tensor g = at::constant_pad_nd(g_in.to(at::kFloat).transpose(1, 2), {0, pad});
-  at::Tensor o = delta_rule_chunks(heads.q.reshape({B, H, N, C, key_dim}), heads.k.reshape({B, H, N, C, key_dim}),
-                                   heads.v.reshape({B, H, N, C, value_dim}), beta.reshape({B, H, N, C}),
-                                   g.reshape({B, H, N, C}));
+  const at::Tensor q = heads.q.reshape({B, H, N, C, key_dim}), k = heads.k.reshape({B, H, N, C, key_dim}),
+                   v = heads.v.reshape({B, H, N, C, value_dim});
+  beta = beta.reshape({B, H, N, C});
+  g = g.reshape({B, H, N, C});
+  at::Tensor o = delta_rule_kernels_apply(q, v) ? delta_rule_kernels(q, k, v, beta, g) : delta_rule_chunks(q, k, v, beta, g);
   return o.reshape({B, H, N * C, value_dim}).narrow(2, 0, L).transpose(1, 2).contiguous();  // [B, L, H, dv]
 }
 

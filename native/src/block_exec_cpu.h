@@ -1,0 +1,131 @@
+// The block programs' CPU executor (block_program.h): every primitive is a sequential loop, blocks run in
+// parallel over ATen's thread pool, and each block's shared memory starts as NaN, so a read of anything a program
+// did not write first poisons its outputs. Used by the tests; far slower than the ATen formulations on a real CPU
+// workload.
+#pragma once
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "block_program.h"
+
+namespace rlloop::block {
+
+class CpuBlock {
+ public:
+  template <class F>
+  void for_each(int n, F&& f) const {
+    for (int i = 0; i < n; ++i) f(i);
+  }
+  void sync() const {}
+  template <class F>
+  void single(F&& f) const {
+    f();
+  }
+
+  void decays(const float* g, float* cum, float* e, float* f) const {
+    constexpr int kChunk = 64;
+    float running = 0.0f;
+    for (int i = 0; i < kChunk; ++i) cum[i] = running += g[i];
+    for (int i = 0; i < kChunk; ++i) {
+      e[i] = std::exp(cum[i]);
+      f[i] = std::exp(cum[kChunk - 1] - cum[i]);
+    }
+  }
+
+  template <class F>
+  void row_sums(int rows, int cols, float* out, F&& f) const {
+    for (int r = 0; r < rows; ++r) {
+      float s = 0.0f;
+      for (int c = 0; c < cols; ++c) s += f(r, c);
+      out[r] = s;
+    }
+  }
+
+  template <class F>
+  float sum(int n, F&& f) const {
+    float s = 0.0f;
+    for (int i = 0; i < n; ++i) s += f(i);
+    return s;
+  }
+
+  void copy(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) dst[r * ldd + c] = src[r * lds + c];
+  }
+
+  void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    TORCH_INTERNAL_ASSERT(M % 16 == 0 && N % 16 == 0, "block mm: M and N must be multiples of 16");
+    for (int t = 0; t < count; ++t) {
+      const Term& x = terms[t];
+      TORCH_INTERNAL_ASSERT(x.k % 8 == 0, "block mm: K must be a multiple of 8");
+      const int a_rows = x.transpose_a ? x.k : M, a_cols = x.transpose_a ? M : x.k;
+      const int b_rows = x.transpose_b ? N : x.k, b_cols = x.transpose_b ? x.k : N;
+      TORCH_INTERNAL_ASSERT(!overlaps(C, ldc, M, N, x.a, x.lda, a_rows, a_cols) &&
+                                !overlaps(C, ldc, M, N, x.b, x.ldb, b_rows, b_cols),
+                            "block mm: the output overlaps an operand");
+    }
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) {
+        float acc = beta != 0.0f ? beta * C[m * ldc + n] : 0.0f;
+        for (int t = 0; t < count; ++t) {
+          const Term& x = terms[t];
+          float p = 0.0f;
+          for (int k = 0; k < x.k; ++k) {
+            const float a = x.transpose_a ? x.a[k * x.lda + m] : x.a[m * x.lda + k];
+            const float b = x.transpose_b ? x.b[n * x.ldb + k] : x.b[k * x.ldb + n];
+            p += a * b;
+          }
+          acc += x.alpha * p;
+        }
+        C[m * ldc + n] = acc;
+      }
+    }
+  }
+
+  void solve(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+    constexpr int kRows = 64;
+    for (int c = 0; c < cols; ++c) {
+      if (!transposed) {
+        for (int i = 1; i < kRows; ++i) {
+          float s = X[i * ldx + c];
+          for (int j = 0; j < i; ++j) s -= A[i * lda + j] * X[j * ldx + c];
+          X[i * ldx + c] = s;
+        }
+      } else {
+        for (int i = kRows - 2; i >= 0; --i) {
+          float s = X[i * ldx + c];
+          for (int j = i + 1; j < kRows; ++j) s -= A[j * lda + i] * X[j * ldx + c];
+          X[i * ldx + c] = s;
+        }
+      }
+    }
+  }
+
+ private:
+  // Whether two row-major blocks share an element's address (a half-open address range test per pair of rows
+  // would be exact; the blocks' spans are enough here: programs never interleave two matrices' rows).
+  static bool overlaps(const float* p, int ldp, int rows_p, int cols_p, const float* q, int ldq, int rows_q, int cols_q) {
+    const float* p_end = p + (rows_p - 1) * static_cast<int64_t>(ldp) + cols_p;
+    const float* q_end = q + (rows_q - 1) * static_cast<int64_t>(ldq) + cols_q;
+    return p < q_end && q < p_end;
+  }
+};
+
+// Runs program.run on every block, blocks in parallel, each with its own NaN-filled shared memory.
+template <class Program>
+void run_on_cpu(const Program& program, int64_t blocks, int64_t shared_floats) {
+  at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> shared(static_cast<size_t>(shared_floats));
+    const CpuBlock ex;
+    for (int64_t b = begin; b < end; ++b) {
+      std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
+      program.run(ex, shared.data(), b);
+    }
+  });
+}
+
+}  // namespace rlloop::block

@@ -1,0 +1,228 @@
+// The block programs' CUDA executor (block_program.h): 256 threads a block; matrix products on the tensor cores
+// in TF32 (WMMA 16x16x8 tiles, one warp a tile, float32 accumulators) or, for float32 models, exact float32 on
+// the SIMT cores; the 64-row solves one column a thread in registers; reductions over warps.
+#pragma once
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <mma.h>
+
+#include <type_traits>
+
+#include "block_program.h"
+#include "cuda_device_helpers.cuh"
+
+namespace rlloop::block {
+
+constexpr int kBlockThreads = 256;
+constexpr int kBlockWarps = kBlockThreads / cuda::kWarp;
+
+template <bool kTf32>
+class CudaBlock {
+ public:
+  template <class F>
+  __device__ __forceinline__ void for_each(int n, F&& f) const {
+    for (int i = threadIdx.x; i < n; i += kBlockThreads) f(i);
+  }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  template <class F>
+  __device__ __forceinline__ void single(F&& f) const {
+    if (threadIdx.x == 0) f();
+  }
+
+  // One warp: two log-decays a lane, an inclusive scan over the lanes by shuffles.
+  __device__ void decays(const float* g, float* cum, float* e, float* f) const {
+    if (threadIdx.x >= cuda::kWarp) return;
+    const int lane = threadIdx.x;
+    const float a = g[2 * lane], b = g[2 * lane + 1];
+    float inclusive = a + b;
+#pragma unroll
+    for (int offset = 1; offset < cuda::kWarp; offset <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += up;
+    }
+    const float last = __shfl_sync(0xffffffffu, inclusive, cuda::kWarp - 1);
+    const float first = inclusive - b;
+    cum[2 * lane] = first;
+    cum[2 * lane + 1] = inclusive;
+    e[2 * lane] = expf(first);
+    e[2 * lane + 1] = expf(inclusive);
+    f[2 * lane] = expf(last - first);
+    f[2 * lane + 1] = expf(last - inclusive);
+  }
+
+  // One warp a row, lanes along the columns.
+  template <class F>
+  __device__ void row_sums(int rows, int cols, float* out, F&& f) const {
+    const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
+    for (int r = warp; r < rows; r += kBlockWarps) {
+      float s = 0.0f;
+      for (int c = lane; c < cols; c += cuda::kWarp) s += f(r, c);
+      s = cuda::warp_sum(s);
+      if (lane == 0) out[r] = s;
+    }
+  }
+
+  template <class F>
+  __device__ float sum(int n, F&& f) const {
+    __shared__ float partial[kBlockWarps];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += kBlockThreads) s += f(i);
+    s = cuda::warp_sum(s);
+    __syncthreads();  // every thread is past its earlier reads, and a previous sum's partials are consumed
+    if (threadIdx.x % cuda::kWarp == 0) partial[threadIdx.x / cuda::kWarp] = s;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kBlockWarps; ++w) total += partial[w];
+    return total;
+  }
+
+  __device__ void copy(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    const int quads = cols / 4;
+    for (int i = threadIdx.x; i < rows * quads; i += kBlockThreads) {
+      const int r = i / quads, c = (i % quads) * 4;
+      *reinterpret_cast<float4*>(dst + r * ldd + c) = *reinterpret_cast<const float4*>(src + r * lds + c);
+    }
+  }
+
+  __device__ void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    if constexpr (kTf32) {
+      mm_tensor_cores(M, N, terms, count, C, ldc, beta);
+    } else {
+      for (int x = threadIdx.x; x < M * N; x += kBlockThreads) {
+        const int m = x / N, n = x % N;
+        float acc = beta != 0.0f ? beta * C[m * ldc + n] : 0.0f;
+        for (int t = 0; t < count; ++t) {
+          const Term& tm = terms[t];
+          float p = 0.0f;
+          for (int k = 0; k < tm.k; ++k) {
+            const float a = tm.transpose_a ? tm.a[k * tm.lda + m] : tm.a[m * tm.lda + k];
+            const float b = tm.transpose_b ? tm.b[n * tm.ldb + k] : tm.b[k * tm.ldb + n];
+            p += a * b;
+          }
+          acc += tm.alpha * p;
+        }
+        C[m * ldc + n] = acc;
+      }
+    }
+  }
+
+  // One right-hand-side column a thread, carried through the substitution in registers; A's entries are read by
+  // every thread at the same address (shared-memory broadcasts).
+  __device__ void solve(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+    constexpr int kRows = 64;
+    for (int c = threadIdx.x; c < cols; c += kBlockThreads) {
+      float x[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) x[i] = X[i * ldx + c];
+      if (!transposed) {
+#pragma unroll
+        for (int i = 1; i < kRows; ++i) {
+          float s = x[i];
+#pragma unroll
+          for (int j = 0; j < i; ++j) s -= A[i * lda + j] * x[j];
+          x[i] = s;
+        }
+      } else {
+#pragma unroll
+        for (int i = kRows - 2; i >= 0; --i) {
+          float s = x[i];
+#pragma unroll
+          for (int j = i + 1; j < kRows; ++j) s -= A[j * lda + i] * x[j];
+          x[i] = s;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) X[i * ldx + c] = x[i];
+    }
+  }
+
+ private:
+  using Accumulator = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float>;
+
+  template <class Layout>
+  using FragmentA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32, Layout>;
+  template <class Layout>
+  using FragmentB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 8, nvcuda::wmma::precision::tf32, Layout>;
+
+  template <class Fragment>
+  __device__ __forceinline__ static void load_tf32(Fragment& frag, const float* p, int ld) {
+    nvcuda::wmma::load_matrix_sync(frag, p, ld);
+#pragma unroll
+    for (int i = 0; i < frag.num_elements; ++i) frag.x[i] = nvcuda::wmma::__float_to_tf32(frag.x[i]);
+  }
+
+  // acc += op(A)[m0:m0+16, :K] op(B)[:K, n0:n0+16], the layouts fixed at compile time.
+  template <class LayoutA, class LayoutB>
+  __device__ static void tile_product(Accumulator& acc, const Term& t, int m0, int n0) {
+    constexpr bool kColA = std::is_same_v<LayoutA, nvcuda::wmma::col_major>;
+    constexpr bool kColB = std::is_same_v<LayoutB, nvcuda::wmma::col_major>;
+    FragmentA<LayoutA> fa;
+    FragmentB<LayoutB> fb;
+    for (int k0 = 0; k0 < t.k; k0 += 8) {
+      load_tf32(fa, kColA ? t.a + k0 * t.lda + m0 : t.a + m0 * t.lda + k0, t.lda);
+      load_tf32(fb, kColB ? t.b + n0 * t.ldb + k0 : t.b + k0 * t.ldb + n0, t.ldb);
+      nvcuda::wmma::mma_sync(acc, fa, fb, acc);
+    }
+  }
+
+  __device__ static void term_product(Accumulator& acc, const Term& t, int m0, int n0) {
+    using nvcuda::wmma::col_major;
+    using nvcuda::wmma::row_major;
+    if (t.transpose_a) {
+      if (t.transpose_b) tile_product<col_major, col_major>(acc, t, m0, n0);
+      else tile_product<col_major, row_major>(acc, t, m0, n0);
+    } else {
+      if (t.transpose_b) tile_product<row_major, col_major>(acc, t, m0, n0);
+      else tile_product<row_major, row_major>(acc, t, m0, n0);
+    }
+  }
+
+  __device__ void mm_tensor_cores(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    const int warp = threadIdx.x / cuda::kWarp, tiles_n = N / 16, tiles = (M / 16) * tiles_n;
+    for (int tile = warp; tile < tiles; tile += kBlockWarps) {
+      const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 16;
+      float* c = C + m0 * ldc + n0;
+      Accumulator acc;
+      if (beta != 0.0f) {
+        nvcuda::wmma::load_matrix_sync(acc, c, ldc, nvcuda::wmma::mem_row_major);
+#pragma unroll
+        for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= beta;
+      } else {
+        nvcuda::wmma::fill_fragment(acc, 0.0f);
+      }
+      for (int t = 0; t < count; ++t) {
+        Accumulator part;
+        nvcuda::wmma::fill_fragment(part, 0.0f);
+        term_product(part, terms[t], m0, n0);
+#pragma unroll
+        for (int i = 0; i < acc.num_elements; ++i) acc.x[i] += terms[t].alpha * part.x[i];
+      }
+      nvcuda::wmma::store_matrix_sync(c, acc, ldc, nvcuda::wmma::mem_row_major);
+    }
+  }
+};
+
+template <class Program, bool kTf32>
+__global__ void __launch_bounds__(kBlockThreads) program_kernel(const Program program) {
+  extern __shared__ __align__(128) float shared[];
+  program.run(CudaBlock<kTf32>(), shared, blockIdx.x);
+}
+
+// Launches program over `blocks` blocks on the current stream, TF32 products or exact float32 ones.
+template <class Program>
+void run_on_cuda(const Program& program, int64_t blocks, int64_t shared_floats, bool tf32) {
+  if (blocks == 0) return;
+  const size_t bytes = static_cast<size_t>(shared_floats) * sizeof(float);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const auto launch = [&](auto kernel) {
+    // Over 48 KiB of dynamic shared memory must be asked for per kernel; cheap, so not cached.
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    kernel<<<static_cast<unsigned>(blocks), kBlockThreads, bytes, stream>>>(program);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (tf32) launch(program_kernel<Program, true>);
+  else launch(program_kernel<Program, false>);
+}
+
+}  // namespace rlloop::block

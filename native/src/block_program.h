@@ -1,0 +1,64 @@
+// Block programs: GPU kernels written once as "what one thread block does", over an executor that is either the
+// block's CUDA threads (block_exec_cuda.cuh) or a plain sequential loop on the CPU (block_exec_cpu.h). The CPU
+// executor exists so the kernels' arithmetic, indexing and shared-memory layout run in the CPU test suite (this
+// project's CI has no GPU); only the executor's primitives differ between the two.
+//
+// A program is a struct with the kernel's arguments and
+//   static int64_t shared_floats(...)            its shared memory, in floats (carved by a Layout, below)
+//   template <class Exec> void run(const Exec& ex, float* shared, int64_t block) const
+// and is written bulk-synchronously: phases of data-parallel work separated by ex.sync(). The executor gives
+//   ex.for_each(n, f)          f(i) for every i in [0, n), spread over the threads, in no order
+//   ex.sync()                  barrier: every shared write before it is visible to every read after it
+//   ex.single(f)               f() on one thread
+//   ex.decays(g, cum, e, f)    the chunk's decays from its 64 log-decays g: cum = cumsum(g), e = exp(cum),
+//                              f = exp(cum_last - cum)
+//   ex.row_sums(rows, cols, out, f)   out[r] = Σ_c f(r, c)
+//   ex.sum(n, f)               Σ_i f(i), returned on every thread (a barrier inside)
+//   ex.copy(dst, ldd, src, lds, rows, cols)   a rows x cols block (cols, ld and pointers in whole float4s)
+//   ex.mm(M, N, terms, count, C, ldc, beta)   C = beta·C + Σ alpha·op(A)·op(B) (M, N multiples of 16, K of 8;
+//                              beta = 0 does not read C; C must not overlap an operand)
+//   ex.solve(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 64 rows (SL: the
+//                              strictly lower part)
+// Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote.
+#pragma once
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define RLLOOP_HOST_DEVICE __host__ __device__
+#define RLLOOP_BLOCK_FN __device__
+#else
+#define RLLOOP_HOST_DEVICE
+#define RLLOOP_BLOCK_FN
+#endif
+
+namespace rlloop::block {
+
+// alpha · op(A) · op(B), op = transpose when the flag is set; A (or Aᵀ) and B (or Bᵀ) row-major with the given
+// leading dimensions, K the inner dimension.
+struct Term {
+  const float* a;
+  int lda;
+  bool transpose_a;
+  const float* b;
+  int ldb;
+  bool transpose_b;
+  int k;
+  float alpha;
+};
+
+// Offsets into a block's shared memory, each region rounded up to 32 floats (128 bytes: aligned for 16-byte
+// vector moves and the tensor-core tile loads, which need 32).
+class Carve {
+ public:
+  RLLOOP_HOST_DEVICE int64_t take(int64_t floats) {
+    const int64_t at = used_;
+    used_ += (floats + 31) / 32 * 32;
+    return at;
+  }
+  RLLOOP_HOST_DEVICE int64_t used() const { return used_; }
+
+ private:
+  int64_t used_ = 0;
+};
+
+}  // namespace rlloop::block

@@ -1,0 +1,119 @@
+#include "delta_rule_kernels.h"
+
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "backward_timeline.h"
+#include "block_exec_cpu.h"
+#include "check.h"
+#include "cuda_kernels_switch.h"
+#include "delta_rule_driver.h"
+#ifdef RLLOOP_CUDA
+#include <ATen/cuda/CUDAContext.h>
+
+#include "delta_rule_kernels_cuda.h"
+#endif
+
+namespace rlloop {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// RLLOOP_DELTA_RULE_CPU: "chunks" (the default, the ATen formulation) or "kernels" (the block programs, run
+// sequentially on the CPU); read once.
+bool cpu_runs_kernels() {
+  static const bool kernels = [] {
+    const char* raw = std::getenv("RLLOOP_DELTA_RULE_CPU");
+    const std::string v = raw ? raw : "";
+    RLLOOP_CHECK(v.empty() || v == "chunks" || v == "kernels", Invalid,
+                 "RLLOOP_DELTA_RULE_CPU: \"" << v << "\" is not chunks (the default) or kernels");
+    return v == "kernels";
+  }();
+  return kernels;
+}
+
+struct CpuRun {
+  template <class Program>
+  void operator()(const Program& program, int64_t blocks, int64_t shared_floats) const {
+    block::run_on_cpu(program, blocks, shared_floats);
+  }
+};
+
+// Contiguous, with data at a 16-byte boundary (the kernels move float4s); a view at another offset is copied.
+at::Tensor dense(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+#ifdef RLLOOP_CUDA
+// TF32 products where libtorch's float32 matrix products use TF32 (on for bfloat16 models, qwen35_model.cpp).
+bool tf32_products() { return at::globalContext().allowTF32CuBLAS(); }
+#endif
+
+at::Tensor run_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                       const at::Tensor& g, at::Tensor* states) {
+#ifdef RLLOOP_CUDA
+  if (q.is_cuda()) return cuda::delta_rule_forward(q, k, v, beta, g, states, tf32_products());
+#endif
+  return delta_rule::forward(CpuRun{}, q, k, v, beta, g, states);
+}
+
+std::array<at::Tensor, 5> run_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                       const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
+                                       const at::Tensor& dO) {
+#ifdef RLLOOP_CUDA
+  if (q.is_cuda()) return cuda::delta_rule_backward(q, k, v, beta, g, states, dO, tf32_products());
+#endif
+  return delta_rule::backward(CpuRun{}, q, k, v, beta, g, states, dO);
+}
+
+struct DeltaRuleKernels : public torch::autograd::Function<DeltaRuleKernels> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& beta, const at::Tensor& g) {
+    at::Tensor states;
+    at::Tensor out = run_forward(q, k, v, beta, g, &states);
+    ctx->save_for_backward({q, k, v, beta, g, states});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    BackwardNodeTimer timer("gdn.delta_rule");
+    const variable_list saved = ctx->get_saved_variables();
+    auto r = run_backward(saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], dense(grads[0]));
+    return {r[0], r[1], r[2], r[3], r[4]};
+  }
+};
+
+}  // namespace
+
+bool delta_rule_kernels_support(const at::Tensor& q, const at::Tensor& v) {
+  if (q.dim() != 5 || v.dim() != 5 || q.size(3) != delta_rule::kChunk || q.scalar_type() != at::kFloat) return false;
+  const int64_t D = q.size(4);
+  if (v.size(4) != D || D % 16 != 0 || D % delta_rule::scan_columns(D) != 0) return false;
+#ifdef RLLOOP_CUDA
+  if (q.is_cuda()) {
+    const auto optin = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin);
+    return cuda::delta_rule_shared_bytes(D) <= optin;
+  }
+#endif
+  return q.is_cpu();
+}
+
+bool delta_rule_kernels_apply(const at::Tensor& q, const at::Tensor& v) {
+  if (!delta_rule_kernels_support(q, v)) return false;
+  return q.is_cpu() ? cpu_runs_kernels() : cuda_kernel_enabled("delta_rule");
+}
+
+at::Tensor delta_rule_kernels(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                              const at::Tensor& beta_in, const at::Tensor& g_in) {
+  const at::Tensor q = dense(q_in), k = dense(k_in), v = dense(v_in), beta = dense(beta_in), g = dense(g_in);
+  const bool graph = at::GradMode::is_enabled() &&
+                     (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() || g.requires_grad());
+  if (graph) return DeltaRuleKernels::apply(q, k, v, beta, g);
+  return run_forward(q, k, v, beta, g, nullptr);
+}
+
+}  // namespace rlloop

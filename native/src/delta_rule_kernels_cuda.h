@@ -1,0 +1,19 @@
+// The CUDA build of the delta rule's kernel sequences (delta_rule_kernels.cu); delta_rule_kernels.cpp is the caller.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <array>
+
+namespace rlloop::cuda {
+
+// The most shared memory one of the kernels takes for head size D, in bytes.
+int64_t delta_rule_shared_bytes(int64_t D);
+
+// As delta_rule::forward / backward (delta_rule_driver.h), products in TF32 or in exact float32.
+at::Tensor delta_rule_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                              const at::Tensor& g, at::Tensor* states, bool tf32);
+std::array<at::Tensor, 5> delta_rule_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                              const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
+                                              const at::Tensor& dO, bool tf32);
+
+}  // namespace rlloop::cuda
