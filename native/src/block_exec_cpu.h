@@ -86,8 +86,8 @@ class CpuBlock {
     }
   }
 
-  void solve(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
-    constexpr int kRows = 64;
+  void solve16(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+    constexpr int kRows = 16;
     for (int c = 0; c < cols; ++c) {
       if (!transposed) {
         for (int i = 1; i < kRows; ++i) {
@@ -117,9 +117,9 @@ class CpuBlock {
 
 // Runs program.run on every block, blocks in parallel, each with its own NaN-filled shared memory.
 template <class Program>
-void run_on_cpu(const Program& program, int64_t blocks, int64_t shared_floats) {
+void run_on_cpu(const Program& program, int64_t blocks) {
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> shared(static_cast<size_t>(shared_floats));
+    std::vector<float> shared(static_cast<size_t>(Program::kSharedFloats));
     const CpuBlock ex;
     for (int64_t b = begin; b < end; ++b) {
       std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());

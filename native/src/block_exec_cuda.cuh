@@ -1,6 +1,8 @@
-// The block programs' CUDA executor (block_program.h): 256 threads a block; matrix products on the tensor cores
-// in TF32 (WMMA 16x16x8 tiles, one warp a tile, float32 accumulators) or, for float32 models, exact float32 on
-// the SIMT cores; the 64-row solves one column a thread in registers; reductions over warps.
+// The block programs' CUDA executor (block_program.h): the program's thread count a block; matrix products on the
+// tensor cores in TF32 (WMMA 16x16x8 tiles, a warp taking one tile or a strip of two that share their A
+// fragments, float32 accumulators) or, for float32 models, exact float32 on the SIMT cores; the 16-row solves one
+// column a thread in registers; reductions over warps. Everything is inlined into the program, so its
+// compile-time shapes fold into the index arithmetic.
 #pragma once
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -13,11 +15,10 @@
 
 namespace rlloop::block {
 
-constexpr int kBlockThreads = 256;
-constexpr int kBlockWarps = kBlockThreads / cuda::kWarp;
-
-template <bool kTf32>
+template <bool kTf32, int kBlockThreads>
 class CudaBlock {
+  static constexpr int kBlockWarps = kBlockThreads / cuda::kWarp;
+
  public:
   template <class F>
   __device__ __forceinline__ void for_each(int n, F&& f) const {
@@ -30,7 +31,7 @@ class CudaBlock {
   }
 
   // One warp: two log-decays a lane, an inclusive scan over the lanes by shuffles.
-  __device__ void decays(const float* g, float* cum, float* e, float* f) const {
+  __device__ __forceinline__ void decays(const float* g, float* cum, float* e, float* f) const {
     if (threadIdx.x >= cuda::kWarp) return;
     const int lane = threadIdx.x;
     const float a = g[2 * lane], b = g[2 * lane + 1];
@@ -52,7 +53,7 @@ class CudaBlock {
 
   // One warp a row, lanes along the columns.
   template <class F>
-  __device__ void row_sums(int rows, int cols, float* out, F&& f) const {
+  __device__ __forceinline__ void row_sums(int rows, int cols, float* out, F&& f) const {
     const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
     for (int r = warp; r < rows; r += kBlockWarps) {
       float s = 0.0f;
@@ -63,7 +64,7 @@ class CudaBlock {
   }
 
   template <class F>
-  __device__ float sum(int n, F&& f) const {
+  __device__ __forceinline__ float sum(int n, F&& f) const {
     __shared__ float partial[kBlockWarps];
     float s = 0.0f;
     for (int i = threadIdx.x; i < n; i += kBlockThreads) s += f(i);
@@ -77,7 +78,7 @@ class CudaBlock {
     return total;
   }
 
-  __device__ void copy(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+  __device__ __forceinline__ void copy(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
     const int quads = cols / 4;
     for (int i = threadIdx.x; i < rows * quads; i += kBlockThreads) {
       const int r = i / quads, c = (i % quads) * 4;
@@ -85,7 +86,7 @@ class CudaBlock {
     }
   }
 
-  __device__ void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+  __device__ __forceinline__ void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
     if constexpr (kTf32) {
       mm_tensor_cores(M, N, terms, count, C, ldc, beta);
     } else {
@@ -109,8 +110,8 @@ class CudaBlock {
 
   // One right-hand-side column a thread, carried through the substitution in registers; A's entries are read by
   // every thread at the same address (shared-memory broadcasts).
-  __device__ void solve(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
-    constexpr int kRows = 64;
+  __device__ __forceinline__ void solve16(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+    constexpr int kRows = 16;
     for (int c = threadIdx.x; c < cols; c += kBlockThreads) {
       float x[kRows];
 #pragma unroll
@@ -152,73 +153,95 @@ class CudaBlock {
     for (int i = 0; i < frag.num_elements; ++i) frag.x[i] = nvcuda::wmma::__float_to_tf32(frag.x[i]);
   }
 
-  // acc += op(A)[m0:m0+16, :K] op(B)[:K, n0:n0+16], the layouts fixed at compile time.
-  template <class LayoutA, class LayoutB>
-  __device__ static void tile_product(Accumulator& acc, const Term& t, int m0, int n0) {
+  // acc[s] += op(A)[m0:m0+16, :K] op(B)[:K, n0 + 16s : n0 + 16s + 16] for the strip's kWidth tiles, the layouts
+  // fixed at compile time; the A fragment is loaded once a step for the whole strip.
+  template <int kWidth, class LayoutA, class LayoutB>
+  __device__ __forceinline__ static void strip_product(Accumulator (&acc)[kWidth], const Term& t, int m0, int n0) {
     constexpr bool kColA = std::is_same_v<LayoutA, nvcuda::wmma::col_major>;
     constexpr bool kColB = std::is_same_v<LayoutB, nvcuda::wmma::col_major>;
     FragmentA<LayoutA> fa;
     FragmentB<LayoutB> fb;
     for (int k0 = 0; k0 < t.k; k0 += 8) {
       load_tf32(fa, kColA ? t.a + k0 * t.lda + m0 : t.a + m0 * t.lda + k0, t.lda);
-      load_tf32(fb, kColB ? t.b + n0 * t.ldb + k0 : t.b + k0 * t.ldb + n0, t.ldb);
-      nvcuda::wmma::mma_sync(acc, fa, fb, acc);
+#pragma unroll
+      for (int s = 0; s < kWidth; ++s) {
+        const int n = n0 + 16 * s;
+        load_tf32(fb, kColB ? t.b + n * t.ldb + k0 : t.b + k0 * t.ldb + n, t.ldb);
+        nvcuda::wmma::mma_sync(acc[s], fa, fb, acc[s]);
+      }
     }
   }
 
-  __device__ static void term_product(Accumulator& acc, const Term& t, int m0, int n0) {
+  template <int kWidth>
+  __device__ __forceinline__ static void term_product(Accumulator (&acc)[kWidth], const Term& t, int m0, int n0) {
     using nvcuda::wmma::col_major;
     using nvcuda::wmma::row_major;
     if (t.transpose_a) {
-      if (t.transpose_b) tile_product<col_major, col_major>(acc, t, m0, n0);
-      else tile_product<col_major, row_major>(acc, t, m0, n0);
+      if (t.transpose_b) strip_product<kWidth, col_major, col_major>(acc, t, m0, n0);
+      else strip_product<kWidth, col_major, row_major>(acc, t, m0, n0);
     } else {
-      if (t.transpose_b) tile_product<row_major, col_major>(acc, t, m0, n0);
-      else tile_product<row_major, row_major>(acc, t, m0, n0);
+      if (t.transpose_b) strip_product<kWidth, row_major, col_major>(acc, t, m0, n0);
+      else strip_product<kWidth, row_major, row_major>(acc, t, m0, n0);
     }
   }
 
-  __device__ void mm_tensor_cores(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
-    const int warp = threadIdx.x / cuda::kWarp, tiles_n = N / 16, tiles = (M / 16) * tiles_n;
-    for (int tile = warp; tile < tiles; tile += kBlockWarps) {
-      const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 16;
-      float* c = C + m0 * ldc + n0;
-      Accumulator acc;
-      if (beta != 0.0f) {
-        nvcuda::wmma::load_matrix_sync(acc, c, ldc, nvcuda::wmma::mem_row_major);
+  // The output in strips of kWidth tiles along N, strips spread over the warps.
+  template <int kWidth>
+  __device__ __forceinline__ void mm_strips(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    const int warp = threadIdx.x / cuda::kWarp, strips_n = N / (16 * kWidth), strips = (M / 16) * strips_n;
+    for (int strip = warp; strip < strips; strip += kBlockWarps) {
+      const int m0 = (strip / strips_n) * 16, n0 = (strip % strips_n) * 16 * kWidth;
+      Accumulator acc[kWidth];
 #pragma unroll
-        for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= beta;
-      } else {
-        nvcuda::wmma::fill_fragment(acc, 0.0f);
+      for (int s = 0; s < kWidth; ++s) {
+        if (beta != 0.0f) {
+          nvcuda::wmma::load_matrix_sync(acc[s], C + m0 * ldc + n0 + 16 * s, ldc, nvcuda::wmma::mem_row_major);
+#pragma unroll
+          for (int i = 0; i < acc[s].num_elements; ++i) acc[s].x[i] *= beta;
+        } else {
+          nvcuda::wmma::fill_fragment(acc[s], 0.0f);
+        }
       }
       for (int t = 0; t < count; ++t) {
-        Accumulator part;
-        nvcuda::wmma::fill_fragment(part, 0.0f);
-        term_product(part, terms[t], m0, n0);
+        Accumulator part[kWidth];
 #pragma unroll
-        for (int i = 0; i < acc.num_elements; ++i) acc.x[i] += terms[t].alpha * part.x[i];
+        for (int s = 0; s < kWidth; ++s) nvcuda::wmma::fill_fragment(part[s], 0.0f);
+        term_product<kWidth>(part, terms[t], m0, n0);
+#pragma unroll
+        for (int s = 0; s < kWidth; ++s)
+#pragma unroll
+          for (int i = 0; i < acc[s].num_elements; ++i) acc[s].x[i] += terms[t].alpha * part[s].x[i];
       }
-      nvcuda::wmma::store_matrix_sync(c, acc, ldc, nvcuda::wmma::mem_row_major);
+#pragma unroll
+      for (int s = 0; s < kWidth; ++s)
+        nvcuda::wmma::store_matrix_sync(C + m0 * ldc + n0 + 16 * s, acc[s], ldc, nvcuda::wmma::mem_row_major);
     }
+  }
+
+  // Strips of two tiles where there are enough tiles to keep every warp busy with them, single tiles otherwise.
+  __device__ __forceinline__ void mm_tensor_cores(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    const int tiles = (M / 16) * (N / 16);
+    if (N % 32 == 0 && tiles >= 2 * kBlockWarps) mm_strips<2>(M, N, terms, count, C, ldc, beta);
+    else mm_strips<1>(M, N, terms, count, C, ldc, beta);
   }
 };
 
 template <class Program, bool kTf32>
-__global__ void __launch_bounds__(kBlockThreads) program_kernel(const Program program) {
+__global__ void __launch_bounds__(Program::kThreads) program_kernel(const Program program) {
   extern __shared__ __align__(128) float shared[];
-  program.run(CudaBlock<kTf32>(), shared, blockIdx.x);
+  program.run(CudaBlock<kTf32, Program::kThreads>(), shared, blockIdx.x);
 }
 
 // Launches program over `blocks` blocks on the current stream, TF32 products or exact float32 ones.
 template <class Program>
-void run_on_cuda(const Program& program, int64_t blocks, int64_t shared_floats, bool tf32) {
+void run_on_cuda(const Program& program, int64_t blocks, bool tf32) {
   if (blocks == 0) return;
-  const size_t bytes = static_cast<size_t>(shared_floats) * sizeof(float);
+  constexpr size_t kBytes = static_cast<size_t>(Program::kSharedFloats) * sizeof(float);
   auto stream = at::cuda::getCurrentCUDAStream();
   const auto launch = [&](auto kernel) {
     // Over 48 KiB of dynamic shared memory must be asked for per kernel; cheap, so not cached.
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    kernel<<<static_cast<unsigned>(blocks), kBlockThreads, bytes, stream>>>(program);
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
+    kernel<<<static_cast<unsigned>(blocks), Program::kThreads, kBytes, stream>>>(program);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (tf32) launch(program_kernel<Program, true>);

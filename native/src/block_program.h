@@ -3,10 +3,10 @@
 // executor exists so the kernels' arithmetic, indexing and shared-memory layout run in the CPU test suite (this
 // project's CI has no GPU); only the executor's primitives differ between the two.
 //
-// A program is a struct with the kernel's arguments and
-//   static int64_t shared_floats(...)            its shared memory, in floats (carved by a Layout, below)
+// A program is a struct with the kernel's arguments, its thread count and shared memory (kThreads, kSharedFloats:
+// compile-time, like every dimension, so index arithmetic folds into shifts) and
 //   template <class Exec> void run(const Exec& ex, float* shared, int64_t block) const
-// and is written bulk-synchronously: phases of data-parallel work separated by ex.sync(). The executor gives
+// written bulk-synchronously: phases of data-parallel work separated by ex.sync(). The executor gives
 //   ex.for_each(n, f)          f(i) for every i in [0, n), spread over the threads, in no order
 //   ex.sync()                  barrier: every shared write before it is visible to every read after it
 //   ex.single(f)               f() on one thread
@@ -17,8 +17,8 @@
 //   ex.copy(dst, ldd, src, lds, rows, cols)   a rows x cols block (cols, ld and pointers in whole float4s)
 //   ex.mm(M, N, terms, count, C, ldc, beta)   C = beta·C + Σ alpha·op(A)·op(B) (M, N multiples of 16, K of 8;
 //                              beta = 0 does not read C; C must not overlap an operand)
-//   ex.solve(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 64 rows (SL: the
-//                              strictly lower part)
+//   ex.solve16(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 16 rows (SL: the
+//                              strictly lower part of A's 16 x 16 block)
 // Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote.
 #pragma once
 #include <cstdint>
@@ -46,19 +46,8 @@ struct Term {
   float alpha;
 };
 
-// Offsets into a block's shared memory, each region rounded up to 32 floats (128 bytes: aligned for 16-byte
-// vector moves and the tensor-core tile loads, which need 32).
-class Carve {
- public:
-  RLLOOP_HOST_DEVICE int64_t take(int64_t floats) {
-    const int64_t at = used_;
-    used_ += (floats + 31) / 32 * 32;
-    return at;
-  }
-  RLLOOP_HOST_DEVICE int64_t used() const { return used_; }
-
- private:
-  int64_t used_ = 0;
-};
+// A region of a block's shared memory, rounded up to 32 floats (128 bytes: aligned for 16-byte vector moves and
+// the tensor-core tile loads, which need 32).
+constexpr int64_t region(int64_t floats) { return (floats + 31) / 32 * 32; }
 
 }  // namespace rlloop::block

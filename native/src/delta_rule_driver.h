@@ -1,9 +1,9 @@
 // The delta rule's kernel sequences (delta_rule_programs.h), written once for both executors: `run(program,
-// blocks, shared_floats)` launches on the GPU (delta_rule_kernels.cu) or loops on the CPU (delta_rule_kernels.cpp).
+// blocks)` launches on the GPU (delta_rule_kernels.cu) or loops on the CPU (delta_rule_kernels.cpp). Each build
+// instantiates the head sizes it supports (the programs' shapes are compile-time).
 #pragma once
 #include <ATen/ATen.h>
 
-#include <algorithm>
 #include <array>
 
 #include "delta_rule_programs.h"
@@ -11,60 +11,90 @@
 namespace rlloop::delta_rule {
 
 // Columns of the state a scan block carries: the scans run B·H·(D / BV) blocks.
-inline int scan_columns(int64_t D) { return static_cast<int>(std::min<int64_t>(D, 32)); }
+template <int D>
+constexpr int kScanColumns = D < 32 ? D : 32;
+
+template <int... Dims>
+constexpr bool head_size_in(int64_t D) {
+  return ((D == Dims) || ...);
+}
 
 struct Shape {
-  int64_t sequences, N, D, chunks;
+  int64_t sequences, N, chunks;
   explicit Shape(const at::Tensor& q)  // [B, H, N, 64, D]
-      : sequences(q.size(0) * q.size(1)), N(q.size(2)), D(q.size(4)), chunks(sequences * N) {}
+      : sequences(q.size(0) * q.size(1)), N(q.size(2)), chunks(sequences * N) {}
 };
 
 inline const float* in(const at::Tensor& t) { return t.data_ptr<float>(); }
 inline float* out(at::Tensor& t) { return t.data_ptr<float>(); }
 
-// O (and, when `states` is given, every chunk's starting state [B, H, N, D, D], for the backward).
-template <class Run>
-at::Tensor forward(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                   const at::Tensor& g, at::Tensor* states) {
+template <int D, class Run>
+at::Tensor forward_for(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const at::Tensor& beta, const at::Tensor& g, at::Tensor* states) {
+  constexpr int BV = kScanColumns<D>;
   const Shape s(q);
-  const int D = static_cast<int>(s.D), BV = scan_columns(s.D);
-  at::Tensor U = at::empty_like(v), W = at::empty_like(k), V = at::empty_like(v), O = at::empty_like(v);
-  at::Tensor S = at::empty({q.size(0), q.size(1), s.N, s.D, s.D}, q.options());
-  run(Prep{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), nullptr, D}, s.chunks, Prep::shared_floats(D));
-  run(ScanForward{in(U), in(W), in(k), in(g), out(V), out(S), static_cast<int>(s.N), D, BV}, s.sequences * (D / BV),
-      ScanForward::shared_floats(D, BV));
-  run(Output{in(q), in(k), in(g), in(V), in(S), out(O), D}, s.chunks, Output::shared_floats(D));
+  at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k);
+  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), nullptr, nullptr, nullptr}, s.chunks);
+  at::Tensor V = at::empty_like(v), S = at::empty({q.size(0), q.size(1), s.N, D, D}, q.options());
+  run(ScanForward<D, BV>{in(U), in(W), in(Kend), in(g), out(V), out(S), static_cast<int>(s.N)}, s.sequences * (D / BV));
+  at::Tensor O = at::empty_like(v);
+  run(Output<D>{in(q), in(k), in(g), in(V), in(S), out(O)}, s.chunks);
   if (states) *states = S;
   return O;
 }
 
-// Gradients of q, k, v, β and g from those of O, the chunks' starting states saved by forward.
-template <class Run>
-std::array<at::Tensor, 5> backward(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
-                                   const at::Tensor& dO) {
+template <int D, class Run>
+std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                       const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
+                                       const at::Tensor& dO) {
+  constexpr int BV = kScanColumns<D>;
   const Shape s(q);
-  const int D = static_cast<int>(s.D), BV = scan_columns(s.D);
   const auto chunk_matrices = [&] { return at::empty({q.size(0), q.size(1), s.N, kChunk, kChunk}, q.options()); };
-  at::Tensor U = at::empty_like(v), W = at::empty_like(k), intra = chunk_matrices();
-  run(Prep{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(intra), D}, s.chunks, Prep::shared_floats(D));
+  at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k), Qd = at::empty_like(q);
+  at::Tensor T = chunk_matrices(), intra = chunk_matrices();
+  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), out(T), out(intra), out(Qd)}, s.chunks);
 
   at::Tensor dV = at::empty_like(v), dS_next = at::empty_like(states);
-  run(ScanBackward{in(q), in(k), in(g), in(W), in(intra), in(dO), out(dV), out(dS_next), static_cast<int>(s.N), D, BV},
-      s.sequences * (D / BV), ScanBackward::shared_floats(D, BV));
+  run(ScanBackward<D, BV>{in(Kend), in(Qd), in(W), in(intra), in(g), in(dO), out(dV), out(dS_next), static_cast<int>(s.N)},
+      s.sequences * (D / BV));
+  Kend.reset();
+  Qd.reset();
 
   at::Tensor dKend = at::empty_like(k), dQd = at::empty_like(q), dW = at::empty_like(k), dintra = chunk_matrices();
   at::Tensor ddec = at::empty({q.size(0), q.size(1), s.N}, q.options());
-  run(StateGrads{in(U), in(W), in(states), in(dS_next), in(dO), in(dV), out(dKend), out(dQd), out(dW), out(dintra), out(ddec), D},
-      s.chunks, StateGrads::shared_floats(D));
+  run(StateGrads<D>{in(U), in(W), in(states), in(dS_next), in(dO), in(dV), out(dKend), out(dQd), out(dW), out(dintra), out(ddec)},
+      s.chunks);
   dS_next.reset();
 
   at::Tensor grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
   at::Tensor grad_beta = at::empty_like(beta), grad_g = at::empty_like(g);
-  run(IntraGrads{in(q), in(k), in(v), in(beta), in(g), in(U), in(W), in(intra), in(dV), in(dW), in(dKend), in(dQd),
-                 in(dintra), in(ddec), out(grad_q), out(grad_k), out(grad_v), out(grad_beta), out(grad_g), D},
-      s.chunks, IntraGrads::shared_floats(D));
+  run(IntraGrads<D>{in(q), in(k), in(v), in(beta), in(g), in(U), in(W), in(T), in(intra), in(dV), in(dW), in(dKend),
+                    in(dQd), in(dintra), in(ddec), out(grad_q), out(grad_k), out(grad_v), out(grad_beta), out(grad_g)},
+      s.chunks);
   return {grad_q, grad_k, grad_v, grad_beta, grad_g};
+}
+
+// O (and, when `states` is given, every chunk's starting state [B, H, N, D, D], for the backward), for q, k, v
+// [B, H, N, 64, D], β and g [B, H, N, 64]; D one of Dims.
+template <int... Dims, class Run>
+at::Tensor forward(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                   const at::Tensor& g, at::Tensor* states) {
+  at::Tensor out;
+  const bool done = ((q.size(4) == Dims && (out = forward_for<Dims>(run, q, k, v, beta, g, states), true)) || ...);
+  TORCH_CHECK(done, "delta rule kernels: no build for head size ", q.size(4));
+  return out;
+}
+
+// Gradients of q, k, v, β and g from those of O, the chunks' starting states saved by forward.
+template <int... Dims, class Run>
+std::array<at::Tensor, 5> backward(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
+                                   const at::Tensor& dO) {
+  std::array<at::Tensor, 5> grads;
+  const bool done =
+      ((q.size(4) == Dims && (grads = backward_for<Dims>(run, q, k, v, beta, g, states, dO), true)) || ...);
+  TORCH_CHECK(done, "delta rule kernels: no build for head size ", q.size(4));
+  return grads;
 }
 
 }  // namespace rlloop::delta_rule

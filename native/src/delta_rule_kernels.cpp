@@ -12,8 +12,6 @@
 #include "cuda_kernels_switch.h"
 #include "delta_rule_driver.h"
 #ifdef RLLOOP_CUDA
-#include <ATen/cuda/CUDAContext.h>
-
 #include "delta_rule_kernels_cuda.h"
 #endif
 
@@ -38,10 +36,13 @@ bool cpu_runs_kernels() {
 
 struct CpuRun {
   template <class Program>
-  void operator()(const Program& program, int64_t blocks, int64_t shared_floats) const {
-    block::run_on_cpu(program, blocks, shared_floats);
+  void operator()(const Program& program, int64_t blocks) const {
+    block::run_on_cpu(program, blocks);
   }
 };
+
+// The head sizes the CPU build runs: the tests' tiny models and the real one.
+#define RLLOOP_CPU_HEAD_SIZES 16, 32, 64, 128
 
 // Contiguous, with data at a 16-byte boundary (the kernels move float4s); a view at another offset is copied.
 at::Tensor dense(const at::Tensor& t) {
@@ -59,7 +60,7 @@ at::Tensor run_forward(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 #ifdef RLLOOP_CUDA
   if (q.is_cuda()) return cuda::delta_rule_forward(q, k, v, beta, g, states, tf32_products());
 #endif
-  return delta_rule::forward(CpuRun{}, q, k, v, beta, g, states);
+  return delta_rule::forward<RLLOOP_CPU_HEAD_SIZES>(CpuRun{}, q, k, v, beta, g, states);
 }
 
 std::array<at::Tensor, 5> run_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -68,7 +69,7 @@ std::array<at::Tensor, 5> run_backward(const at::Tensor& q, const at::Tensor& k,
 #ifdef RLLOOP_CUDA
   if (q.is_cuda()) return cuda::delta_rule_backward(q, k, v, beta, g, states, dO, tf32_products());
 #endif
-  return delta_rule::backward(CpuRun{}, q, k, v, beta, g, states, dO);
+  return delta_rule::backward<RLLOOP_CPU_HEAD_SIZES>(CpuRun{}, q, k, v, beta, g, states, dO);
 }
 
 struct DeltaRuleKernels : public torch::autograd::Function<DeltaRuleKernels> {
@@ -92,14 +93,11 @@ struct DeltaRuleKernels : public torch::autograd::Function<DeltaRuleKernels> {
 bool delta_rule_kernels_support(const at::Tensor& q, const at::Tensor& v) {
   if (q.dim() != 5 || v.dim() != 5 || q.size(3) != delta_rule::kChunk || q.scalar_type() != at::kFloat) return false;
   const int64_t D = q.size(4);
-  if (v.size(4) != D || D % 16 != 0 || D % delta_rule::scan_columns(D) != 0) return false;
+  if (v.size(4) != D) return false;
 #ifdef RLLOOP_CUDA
-  if (q.is_cuda()) {
-    const auto optin = static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin);
-    return cuda::delta_rule_shared_bytes(D) <= optin;
-  }
+  if (q.is_cuda()) return cuda::delta_rule_supports(D);
 #endif
-  return q.is_cpu();
+  return q.is_cpu() && delta_rule::head_size_in<RLLOOP_CPU_HEAD_SIZES>(D);
 }
 
 bool delta_rule_kernels_apply(const at::Tensor& q, const at::Tensor& v) {

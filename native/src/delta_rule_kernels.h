@@ -9,7 +9,8 @@
 namespace rlloop {
 
 // Whether the kernels can take float32 inputs shaped like q [B, H, N, 64, dk] and v [B, H, N, 64, dv]: dk = dv, a
-// multiple of 32 (or 16 itself), and on CUDA the kernels' shared memory within the device's.
+// head size the build has kernels for (CUDA: 128, the model's, within the device's shared memory; CPU: 16, 32,
+// 64, 128).
 bool delta_rule_kernels_support(const at::Tensor& q, const at::Tensor& v);
 
 // Whether the model uses them: supported, and their switch on (CUDA: RLLOOP_KERNELS; CPU: RLLOOP_DELTA_RULE_CPU).

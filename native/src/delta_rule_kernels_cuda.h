@@ -6,8 +6,8 @@
 
 namespace rlloop::cuda {
 
-// The most shared memory one of the kernels takes for head size D, in bytes.
-int64_t delta_rule_shared_bytes(int64_t D);
+// Whether this build has kernels for head size D that fit the current device's shared memory.
+bool delta_rule_supports(int64_t D);
 
 // As delta_rule::forward / backward (delta_rule_driver.h), products in TF32 or in exact float32.
 at::Tensor delta_rule_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,

@@ -14,11 +14,15 @@
 //   per chunk:     dKend = V dSᵀ, ddec = ⟨S_n, dS⟩, dQd = dO S_nᵀ, dintra = dO Vᵀ, dW = −dV S_nᵀ;
 //                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW], dA = −SL(dR [U | W]ᵀ), then back to q, k, v, β, g.
 //
-// Tensors: q, k, v, U, W, V, O and their gradients [B·H·N chunks, 64, D] float32 (a sequence's chunks
-// consecutive), β, g [chunks, 64], S states [chunks, D, D], intra and dintra [chunks, 64, 64], ddec [chunks].
-// What goes through global memory between the kernels (U, W, V, the states, dV, ...) is what the ATen version
-// materialises too; the gain is that each kernel reads a chunk once and keeps its 64 x 64 and 64 x D terms in
-// shared memory, instead of ~60 float32 passes a layer over them (bench/RESULTS.md).
+// Tensors: q, k, v, U, W, V, O, Kend, Qd and their gradients [B·H·N chunks, 64, D] float32 (a sequence's chunks
+// consecutive), β, g [chunks, 64], S states [chunks, D, D], T = (I + SL(A))⁻¹, intra and dintra [chunks, 64, 64],
+// ddec [chunks]. What goes through global memory between the kernels is about what the ATen version materialises
+// too; the gain is that each kernel reads a chunk's tensors once instead of ~60 float32 passes a layer over them.
+//
+// Shared memory holds only what a block writes and reads back; read-only operands go from global memory straight
+// into the products (the tensor cores' fragments), so a block needs 30-90 KB and several fit an SM: these kernels
+// are bound by latency, not bandwidth or arithmetic (Nsight Compute on an H200: 10-27% of DRAM bandwidth with
+// one 150-190 KB block an SM), and more resident blocks is what hides it.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -27,7 +31,7 @@
 
 namespace rlloop::delta_rule {
 
-using block::Carve;
+using block::region;
 using block::Term;
 
 constexpr int kChunk = 64;
@@ -35,181 +39,166 @@ constexpr int kChunk = 64;
 constexpr int kPad = 4;
 constexpr int kChunkLd = kChunk + kPad;
 
-RLLOOP_HOST_DEVICE inline int row_ld(int cols) { return cols + kPad; }
+constexpr int row_ld(int cols) { return cols + kPad; }
 
 // exp(cum_i − cum_j) where j ≤ i, else 0 (the chunk's pairwise decay).
 RLLOOP_BLOCK_FN inline float pair_decay(const float* cum, int i, int j) {
   return j <= i ? expf(cum[i] - cum[j]) : 0.0f;
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Prep (forward and backward; one block per chunk): U and W, and with `intra` set also intra = (q kᵀ) ⊙ P.
-struct Prep {
-  const float *q, *k, *v, *beta, *g;
-  float *U, *W, *intra;  // intra: nullable
-  int D;
-
-  struct Layout {
-    int64_t k, R, A, I, cum, e, f, beta, floats;
-    RLLOOP_HOST_DEVICE explicit Layout(int D) {
-      Carve c;
-      k = c.take(kChunk * row_ld(D));
-      R = c.take(kChunk * row_ld(2 * D));  // [v·β | k·β·e], then [U | W]; q while intra is computed
-      A = c.take(kChunk * kChunkLd);
-      I = c.take(kChunk * kChunkLd);
-      cum = c.take(kChunk);
-      e = c.take(kChunk);
-      f = c.take(kChunk);
-      beta = c.take(kChunk);
-      floats = c.used();
+// X ← (I + SL(A))⁻¹ X (or ⁻ᵀ) for A 64 x 64 (leading dimension kChunkLd) and X 64 x NC, in blocks of 16 rows:
+// each block row takes the products with the rows already solved (one matrix product, on the tensor cores where
+// the executor has them), then a 16-row substitution, one column a thread.
+template <int NC, class Exec>
+RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, int ldx, bool transposed) {
+  constexpr int kBlock = 16, kBlocks = kChunk / kBlock;
+  for (int step = 0; step < kBlocks; ++step) {
+    const int b = transposed ? kBlocks - 1 - step : step, r0 = b * kBlock;
+    if (step > 0) {
+      // forward: X_b −= A[b, :b] X[:b]; transposed: X_b −= (A[b+1:, b])ᵀ X[b+1:]
+      const Term t = transposed ? Term{A + (r0 + kBlock) * kChunkLd + r0, kChunkLd, true, X + (r0 + kBlock) * ldx, ldx,
+                                       false, kChunk - r0 - kBlock, -1.0f}
+                                : Term{A + r0 * kChunkLd, kChunkLd, false, X, ldx, false, r0, -1.0f};
+      ex.mm(kBlock, NC, &t, 1, X + r0 * ldx, ldx, 1.0f);
+      ex.sync();
     }
-  };
-  static int64_t shared_floats(int D) { return Layout(D).floats; }
+    ex.solve16(A + r0 * kChunkLd + r0, kChunkLd, X + r0 * ldx, ldx, NC, transposed);
+    ex.sync();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Prep (forward and backward; one block per chunk): T = (I + SL(A))⁻¹, U = T diag(β) v, W = T diag(β·e) k and
+// Kend = k·f; for the backward also T, intra = (q kᵀ) ⊙ P and Qd = q·e.
+template <int D>
+struct Prep {
+  static constexpr int kThreads = 256;
+  // A: k kᵀ, A, then T diag(β); T: the identity, solved in place to T, then T diag(β·e); I: q kᵀ
+  static constexpr int64_t kA = 0, kT = kA + region(kChunk * kChunkLd), kI = kT + region(kChunk * kChunkLd),
+                           kVectors = kI + region(kChunk * kChunkLd), kSharedFloats = kVectors + 4 * kChunk;
+
+  const float *q, *k, *v, *beta, *g;
+  float *U, *W, *Kend;
+  float *T, *intra, *Qd;  // the backward's: nullable
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    const Layout L(D);
-    float *sk = shared + L.k, *sR = shared + L.R, *sA = shared + L.A, *sI = shared + L.I;
-    float *cum = shared + L.cum, *e = shared + L.e, *f = shared + L.f, *sbeta = shared + L.beta;
-    const int ldk = row_ld(D), ldR = row_ld(2 * D);
-    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk;
+    float *sA = shared + kA, *sT = shared + kT, *sI = shared + kI;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
+    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk, at_m = chunk * kChunk * kChunk;
+    const float *kc = k + at, *qc = q + at;
 
-    ex.copy(sk, ldk, k + at, D, kChunk, D);
-    if (intra) ex.copy(sR, ldR, q + at, D, kChunk, D);
     ex.for_each(kChunk, [&](int i) { sbeta[i] = beta[at_c + i]; });
     ex.decays(g + at_c, cum, e, f);
+    ex.for_each(kChunk * kChunk, [&](int x) { sT[(x / kChunk) * kChunkLd + x % kChunk] = x / kChunk == x % kChunk ? 1.0f : 0.0f; });
+    ex.sync();
+    const Term kk{kc, D, false, kc, D, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
+    if (intra) {
+      const Term qk{qc, D, false, kc, D, true, D, 1.0f};
+      ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
+    }
+    ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = kc[x] * f[x / D]; });
+    if (Qd) ex.for_each(kChunk * D, [&](int x) { Qd[at + x] = qc[x] * e[x / D]; });
     ex.sync();
     if (intra) {
-      const Term qk{sR, ldR, false, sk, ldk, true, D, 1.0f};
-      ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
-      ex.sync();
-      float* out = intra + chunk * kChunk * kChunk;
       ex.for_each(kChunk * kChunk, [&](int x) {
         const int i = x / kChunk, j = x % kChunk;
-        out[x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
+        intra[at_m + x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
       });
     }
-    const Term kk{sk, ldk, false, sk, ldk, true, D, 1.0f};
-    ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
-    ex.for_each(kChunk * D, [&](int x) {
-      const int i = x / D, c = x % D;
-      sR[i * ldR + c] = v[at + x] * sbeta[i];
-      sR[i * ldR + D + c] = sk[i * ldk + c] * sbeta[i] * e[i];
-    });
-    ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {  // A = (diag(β) k kᵀ) ⊙ P, strictly lower
       const int i = x / kChunk, j = x % kChunk;
       sA[i * kChunkLd + j] = j < i ? sbeta[i] * sA[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
     ex.sync();
-    ex.solve(sA, kChunkLd, sR, ldR, 2 * D, /*transposed=*/false);
+    unit_lower_solve<kChunk>(ex, sA, sT, kChunkLd, /*transposed=*/false);  // ends with a barrier
+    ex.for_each(kChunk * kChunk, [&](int x) {
+      const int i = x / kChunk, j = x % kChunk;
+      const float t = sT[i * kChunkLd + j];
+      if (T) T[at_m + x] = t;
+      sA[i * kChunkLd + j] = t * sbeta[j];
+      sT[i * kChunkLd + j] = t * sbeta[j] * e[j];
+    });
     ex.sync();
-    ex.copy(U + at, D, sR, ldR, kChunk, D);
-    ex.copy(W + at, D, sR + D, ldR, kChunk, D);
+    const Term tv{sA, kChunkLd, false, v + at, D, false, kChunk, 1.0f}, tk{sT, kChunkLd, false, kc, D, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &tv, 1, U + at, D, 0.0f);
+    ex.mm(kChunk, D, &tk, 1, W + at, D, 0.0f);
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
 // The forward scan: one block per sequence and block of BV value columns (the columns of S are independent), the
 // chunks in order. Writes V and every chunk's starting state.
+template <int D, int BV>
 struct ScanForward {
-  const float *U, *W, *k, *g;
-  float *V, *states;
-  int N, D, BV;
+  static constexpr int kThreads = 128;
+  static constexpr int kLdS = row_ld(BV);
+  static constexpr int64_t kS = 0, kV = kS + region(D * kLdS), kVectors = kV + region(kChunk * kLdS),
+                           kSharedFloats = kVectors + 3 * kChunk;
 
-  struct Layout {
-    int64_t S, M, V, cum, e, f, floats;
-    RLLOOP_HOST_DEVICE Layout(int D, int BV) {
-      Carve c;
-      S = c.take(D * row_ld(BV));
-      M = c.take(kChunk * row_ld(D));  // W, then Kend
-      V = c.take(kChunk * row_ld(BV));
-      cum = c.take(kChunk);
-      e = c.take(kChunk);
-      f = c.take(kChunk);
-      floats = c.used();
-    }
-  };
-  static int64_t shared_floats(int D, int BV) { return Layout(D, BV).floats; }
+  const float *U, *W, *Kend, *g;
+  float *V, *states;
+  int N;
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t block) const {
-    const Layout L(D, BV);
-    float *sS = shared + L.S, *sM = shared + L.M, *sV = shared + L.V;
-    float *cum = shared + L.cum, *e = shared + L.e, *f = shared + L.f;
-    const int ldS = row_ld(BV), ldM = row_ld(D), ldV = row_ld(BV);
+    float *sS = shared + kS, *sV = shared + kV;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
     const int64_t sequence = block / (D / BV);
     const int col = static_cast<int>(block % (D / BV)) * BV;
 
-    ex.for_each(D * BV, [&](int x) { sS[(x / BV) * ldS + x % BV] = 0.0f; });
+    ex.for_each(D * BV, [&](int x) { sS[(x / BV) * kLdS + x % BV] = 0.0f; });
     for (int n = 0; n < N; ++n) {
       const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
       ex.sync();
-      ex.copy(states + chunk * D * D + col, D, sS, ldS, D, BV);
-      ex.copy(sM, ldM, W + at, D, kChunk, D);
-      ex.copy(sV, ldV, U + at + col, D, kChunk, BV);
+      ex.copy(states + chunk * D * D + col, D, sS, kLdS, D, BV);
+      ex.copy(sV, kLdS, U + at + col, D, kChunk, BV);
       ex.decays(g + chunk * kChunk, cum, e, f);
       ex.sync();
-      const Term ws{sM, ldM, false, sS, ldS, false, D, -1.0f};
-      ex.mm(kChunk, BV, &ws, 1, sV, ldV, 1.0f);  // V = U − W S
+      const Term ws{W + at, D, false, sS, kLdS, false, D, -1.0f};
+      ex.mm(kChunk, BV, &ws, 1, sV, kLdS, 1.0f);  // V = U − W S
       ex.sync();
-      ex.copy(V + at + col, D, sV, ldV, kChunk, BV);
+      ex.copy(V + at + col, D, sV, kLdS, kChunk, BV);
       if (n + 1 == N) break;
-      ex.for_each(kChunk * D, [&](int x) { sM[(x / D) * ldM + x % D] = k[at + x] * f[x / D]; });  // Kend
-      ex.sync();
-      const Term kv{sM, ldM, true, sV, ldV, false, kChunk, 1.0f};
-      ex.mm(D, BV, &kv, 1, sS, ldS, e[kChunk - 1]);  // S ← dec S + Kendᵀ V
+      const Term kv{Kend + at, D, true, sV, kLdS, false, kChunk, 1.0f};
+      ex.mm(D, BV, &kv, 1, sS, kLdS, e[kChunk - 1]);  // S ← dec S + Kendᵀ V
     }
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
 // The output (one block per chunk): O = Qd S_n + intra V.
+template <int D>
 struct Output {
+  static constexpr int kThreads = 256;
+  static constexpr int kLd = row_ld(D);
+  static constexpr int64_t kQ = 0, kI = kQ + region(kChunk * kLd), kVectors = kI + region(kChunk * kChunkLd),
+                           kSharedFloats = kVectors + 3 * kChunk;
+
   const float *q, *k, *g, *V, *states;
   float* O;
-  int D;
-
-  struct Layout {
-    int64_t q, kv, I, S, cum, e, f, floats;
-    RLLOOP_HOST_DEVICE explicit Layout(int D) {
-      Carve c;
-      q = c.take(kChunk * row_ld(D));
-      kv = c.take(kChunk * row_ld(D));  // k, then V
-      I = c.take(kChunk * kChunkLd);
-      S = c.take(D * row_ld(D));
-      cum = c.take(kChunk);
-      e = c.take(kChunk);
-      f = c.take(kChunk);
-      floats = c.used();
-    }
-  };
-  static int64_t shared_floats(int D) { return Layout(D).floats; }
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    const Layout L(D);
-    float *sq = shared + L.q, *skv = shared + L.kv, *sI = shared + L.I, *sS = shared + L.S;
-    float *cum = shared + L.cum, *e = shared + L.e, *f = shared + L.f;
-    const int ld = row_ld(D);
+    float *sq = shared + kQ, *sI = shared + kI;  // sq: q, then Qd
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
     const int64_t at = chunk * kChunk * D;
 
-    ex.copy(sq, ld, q + at, D, kChunk, D);
-    ex.copy(skv, ld, k + at, D, kChunk, D);
-    ex.copy(sS, ld, states + chunk * D * D, D, D, D);
+    ex.copy(sq, kLd, q + at, D, kChunk, D);
     ex.decays(g + chunk * kChunk, cum, e, f);
     ex.sync();
-    const Term qk{sq, ld, false, skv, ld, true, D, 1.0f};
+    const Term qk{sq, kLd, false, k + at, D, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {
       const int i = x / kChunk, j = x % kChunk;
       sI[i * kChunkLd + j] *= pair_decay(cum, i, j);
     });
-    ex.for_each(kChunk * D, [&](int x) { sq[(x / D) * ld + x % D] *= e[x / D]; });  // Qd
-    ex.copy(skv, ld, V + at, D, kChunk, D);
+    ex.for_each(kChunk * D, [&](int x) { sq[(x / D) * kLd + x % D] *= e[x / D]; });
     ex.sync();
-    const Term terms[2] = {{sq, ld, false, sS, ld, false, D, 1.0f}, {sI, kChunkLd, false, skv, ld, false, kChunk, 1.0f}};
+    const Term terms[2] = {{sq, kLd, false, states + chunk * D * D, D, false, D, 1.0f},
+                           {sI, kChunkLd, false, V + at, D, false, kChunk, 1.0f}};
     ex.mm(kChunk, D, terms, 2, O + at, D, 0.0f);
   }
 };
@@ -217,192 +206,124 @@ struct Output {
 // ---------------------------------------------------------------------------------------------------------------
 // The backward scan: one block per sequence and block of BV value columns, the chunks in reverse. Writes dV and
 // the gradient of every chunk's end state (dS_next).
+template <int D, int BV>
 struct ScanBackward {
-  const float *q, *k, *g, *W, *intra, *dO;
-  float *dV, *dS_next;
-  int N, D, BV;
+  static constexpr int kThreads = 128;
+  static constexpr int kLdS = row_ld(BV);
+  static constexpr int64_t kdS = 0, kdO = kdS + region(D * kLdS), kdV = kdO + region(kChunk * kLdS),
+                           kVectors = kdV + region(kChunk * kLdS), kSharedFloats = kVectors + 3 * kChunk;
 
-  struct Layout {
-    int64_t dS, M, I, dO, dV, cum, e, f, floats;
-    RLLOOP_HOST_DEVICE Layout(int D, int BV) {
-      Carve c;
-      dS = c.take(D * row_ld(BV));
-      M = c.take(kChunk * row_ld(D));  // Kend, then Qd, then W
-      I = c.take(kChunk * kChunkLd);
-      dO = c.take(kChunk * row_ld(BV));
-      dV = c.take(kChunk * row_ld(BV));
-      cum = c.take(kChunk);
-      e = c.take(kChunk);
-      f = c.take(kChunk);
-      floats = c.used();
-    }
-  };
-  static int64_t shared_floats(int D, int BV) { return Layout(D, BV).floats; }
+  const float *Kend, *Qd, *W, *intra, *g, *dO;
+  float *dV, *dS_next;
+  int N;
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t block) const {
-    const Layout L(D, BV);
-    float *sdS = shared + L.dS, *sM = shared + L.M, *sI = shared + L.I, *sdO = shared + L.dO, *sdV = shared + L.dV;
-    float *cum = shared + L.cum, *e = shared + L.e, *f = shared + L.f;
-    const int ldS = row_ld(BV), ldM = row_ld(D), ldV = row_ld(BV);
+    float *sdS = shared + kdS, *sdO = shared + kdO, *sdV = shared + kdV;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
     const int64_t sequence = block / (D / BV);
     const int col = static_cast<int>(block % (D / BV)) * BV;
 
-    ex.for_each(D * BV, [&](int x) { sdS[(x / BV) * ldS + x % BV] = 0.0f; });
+    ex.for_each(D * BV, [&](int x) { sdS[(x / BV) * kLdS + x % BV] = 0.0f; });
     for (int n = N - 1; n >= 0; --n) {
       const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
       ex.sync();
-      ex.copy(dS_next + chunk * D * D + col, D, sdS, ldS, D, BV);
-      ex.copy(sI, kChunkLd, intra + chunk * kChunk * kChunk, kChunk, kChunk, kChunk);
-      ex.copy(sdO, ldV, dO + at + col, D, kChunk, BV);
+      ex.copy(dS_next + chunk * D * D + col, D, sdS, kLdS, D, BV);
+      ex.copy(sdO, kLdS, dO + at + col, D, kChunk, BV);
       ex.decays(g + chunk * kChunk, cum, e, f);
       ex.sync();
-      ex.for_each(kChunk * D, [&](int x) { sM[(x / D) * ldM + x % D] = k[at + x] * f[x / D]; });  // Kend
+      const Term dv[2] = {{Kend + at, D, false, sdS, kLdS, false, D, 1.0f},
+                          {intra + chunk * kChunk * kChunk, kChunk, true, sdO, kLdS, false, kChunk, 1.0f}};
+      ex.mm(kChunk, BV, dv, 2, sdV, kLdS, 0.0f);  // dV = Kend dS + intraᵀ dO
       ex.sync();
-      const Term dv[2] = {{sM, ldM, false, sdS, ldS, false, D, 1.0f}, {sI, kChunkLd, true, sdO, ldV, false, kChunk, 1.0f}};
-      ex.mm(kChunk, BV, dv, 2, sdV, ldV, 0.0f);  // dV = Kend dS + intraᵀ dO
-      ex.sync();
-      ex.copy(dV + at + col, D, sdV, ldV, kChunk, BV);
+      ex.copy(dV + at + col, D, sdV, kLdS, kChunk, BV);
       if (n == 0) break;
-      ex.for_each(kChunk * D, [&](int x) { sM[(x / D) * ldM + x % D] = q[at + x] * e[x / D]; });  // Qd
-      ex.sync();
-      const Term qo{sM, ldM, true, sdO, ldV, false, kChunk, 1.0f};
-      ex.mm(D, BV, &qo, 1, sdS, ldS, e[kChunk - 1]);  // dS ← dec dS + Qdᵀ dO
-      ex.sync();
-      ex.copy(sM, ldM, W + at, D, kChunk, D);
-      ex.sync();
-      const Term wv{sM, ldM, true, sdV, ldV, false, kChunk, -1.0f};
-      ex.mm(D, BV, &wv, 1, sdS, ldS, 1.0f);  // dS −= Wᵀ dV
+      const Term ds[2] = {{Qd + at, D, true, sdO, kLdS, false, kChunk, 1.0f}, {W + at, D, true, sdV, kLdS, false, kChunk, -1.0f}};
+      ex.mm(D, BV, ds, 2, sdS, kLdS, e[kChunk - 1]);  // dS ← dec dS + Qdᵀ dO − Wᵀ dV
     }
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
 // The gradients that go through the states (one block per chunk): dKend, dQd, dW, dintra and ddec.
+template <int D>
 struct StateGrads {
+  static constexpr int kThreads = 256;
+  static constexpr int kLd = row_ld(D);
+  static constexpr int64_t kV = 0, kSharedFloats = region(kChunk * kLd);
+
   const float *U, *W, *states, *dS_next, *dO, *dV;
   float *dKend, *dQd, *dW, *dintra, *ddec;
-  int D;
-
-  struct Layout {
-    int64_t S, M, V, dO, floats;
-    RLLOOP_HOST_DEVICE explicit Layout(int D) {
-      Carve c;
-      S = c.take(D * row_ld(D));  // S_n, then dS
-      M = c.take(kChunk * row_ld(D));  // W, then dV
-      V = c.take(kChunk * row_ld(D));  // U, then V
-      dO = c.take(kChunk * row_ld(D));
-      floats = c.used();
-    }
-  };
-  static int64_t shared_floats(int D) { return Layout(D).floats; }
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    const Layout L(D);
-    float *sS = shared + L.S, *sM = shared + L.M, *sV = shared + L.V, *sdO = shared + L.dO;
-    const int ld = row_ld(D);
+    float* sV = shared + kV;  // U, then V
     const int64_t at = chunk * kChunk * D;
-    const float* dS = dS_next + chunk * D * D;
+    const float *S = states + chunk * D * D, *dS = dS_next + chunk * D * D;
 
-    ex.copy(sS, ld, states + chunk * D * D, D, D, D);
-    ex.copy(sM, ld, W + at, D, kChunk, D);
-    ex.copy(sV, ld, U + at, D, kChunk, D);
-    ex.copy(sdO, ld, dO + at, D, kChunk, D);
+    ex.copy(sV, kLd, U + at, D, kChunk, D);
     ex.sync();
-    const Term ws{sM, ld, false, sS, ld, false, D, -1.0f};
-    ex.mm(kChunk, D, &ws, 1, sV, ld, 1.0f);  // V = U − W S_n
-    const Term os{sdO, ld, false, sS, ld, true, D, 1.0f};
+    const Term ws{W + at, D, false, S, D, false, D, -1.0f};
+    ex.mm(kChunk, D, &ws, 1, sV, kLd, 1.0f);  // V = U − W S_n
+    const Term os{dO + at, D, false, S, D, true, D, 1.0f}, vs{dV + at, D, false, S, D, true, D, -1.0f};
     ex.mm(kChunk, D, &os, 1, dQd + at, D, 0.0f);  // dQd = dO S_nᵀ
-    ex.sync();
-    ex.copy(sM, ld, dV + at, D, kChunk, D);
-    ex.sync();
-    const Term vs{sM, ld, false, sS, ld, true, D, -1.0f};
-    ex.mm(kChunk, D, &vs, 1, dW + at, D, 0.0f);  // dW = −dV S_nᵀ
-    const Term ov{sdO, ld, false, sV, ld, true, D, 1.0f};
-    ex.mm(kChunk, kChunk, &ov, 1, dintra + chunk * kChunk * kChunk, kChunk, 0.0f);  // dintra = dO Vᵀ
-    const float dot = ex.sum(D * D, [&](int x) { return sS[(x / D) * ld + x % D] * dS[x]; });  // ⟨S_n, dS⟩
+    ex.mm(kChunk, D, &vs, 1, dW + at, D, 0.0f);   // dW = −dV S_nᵀ
+    const float dot = ex.sum(D * D, [&](int x) { return S[x] * dS[x]; });  // ⟨S_n, dS⟩ (a barrier inside)
     ex.single([&] { ddec[chunk] = dot; });
-    ex.copy(sS, ld, dS, D, D, D);
     ex.sync();
-    const Term vd{sV, ld, false, sS, ld, true, D, 1.0f};
+    const Term vd{sV, kLd, false, dS, D, true, D, 1.0f}, ov{dO + at, D, false, sV, kLd, true, D, 1.0f};
     ex.mm(kChunk, D, &vd, 1, dKend + at, D, 0.0f);  // dKend = V dSᵀ
+    ex.mm(kChunk, kChunk, &ov, 1, dintra + chunk * kChunk * kChunk, kChunk, 0.0f);  // dintra = dO Vᵀ
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// The gradients inside a chunk (one block per chunk): through the transposed solve and the chunk terms back to
-// q, k, v, β and g.
+// The gradients inside a chunk (one block per chunk): through the UT transform ([dv·β | dk·β·e] = Tᵀ [dV | dW])
+// and the chunk terms back to q, k, v, β and g.
+template <int D>
 struct IntraGrads {
-  const float *q, *k, *v, *beta, *g, *U, *W, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
-  float *grad_q, *grad_k, *grad_v, *grad_beta, *grad_g;
-  int D;
+  static constexpr int kThreads = 256;
+  static constexpr int kLd = row_ld(D);
+  // R: dv·β, then dk·β·e, then dkb = dk·β. M1: k kᵀ, A, then d log P. M2: dA, then dKK = dA ⊙ P (rows scaled by β
+  // for grad_k). M3: dQK = dintra ⊙ P. Vectors: cum, e, f, β, Σ dvb ⊙ v, Σ dkb ⊙ k, Σ dkbe ⊙ k, Σ dQd ⊙ q,
+  // Σ dKend ⊙ k, d log P's row and column sums.
+  static constexpr int64_t kR = 0, kM1 = kR + region(kChunk * kLd), kM2 = kM1 + region(kChunk * kChunkLd),
+                           kM3 = kM2 + region(kChunk * kChunkLd), kVectors = kM3 + region(kChunk * kChunkLd),
+                           kSharedFloats = kVectors + 11 * kChunk;
 
-  struct Layout {
-    int64_t k, R, X, M1, M2, M3, cum, e, f, beta, beta_v, beta_k, de_k, de_q, df, rows, cols, floats;
-    RLLOOP_HOST_DEVICE explicit Layout(int D) {
-      Carve c;
-      k = c.take(kChunk * row_ld(D));
-      R = c.take(kChunk * row_ld(2 * D));  // [dV | dW] → [dv·β | dk·β·e]; then dk·β = dkb on the right, q on the left
-      X = c.take(kChunk * row_ld(D));      // U, W, then grad_k, grad_q
-      M1 = c.take(kChunk * kChunkLd);      // k kᵀ, A, then d log P
-      M2 = c.take(kChunk * kChunkLd);      // dA, then dKK = dA ⊙ P (rows scaled by β for grad_k)
-      M3 = c.take(kChunk * kChunkLd);      // dQK = dintra ⊙ P
-      cum = c.take(kChunk);
-      e = c.take(kChunk);
-      f = c.take(kChunk);
-      beta = c.take(kChunk);
-      beta_v = c.take(kChunk);  // Σ dvb ⊙ v
-      beta_k = c.take(kChunk);  // Σ dkb ⊙ k
-      de_k = c.take(kChunk);    // Σ dkbe ⊙ k
-      de_q = c.take(kChunk);    // Σ dQd ⊙ q
-      df = c.take(kChunk);      // Σ dKend ⊙ k
-      rows = c.take(kChunk);    // row sums of d log P
-      cols = c.take(kChunk);    // column sums of d log P
-      floats = c.used();
-    }
-  };
-  static int64_t shared_floats(int D) { return Layout(D).floats; }
+  const float *q, *k, *v, *beta, *g, *U, *W, *T, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
+  float *grad_q, *grad_k, *grad_v, *grad_beta, *grad_g;
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    const Layout L(D);
-    float *sk = shared + L.k, *sR = shared + L.R, *sX = shared + L.X;
-    float *M1 = shared + L.M1, *M2 = shared + L.M2, *M3 = shared + L.M3;
-    float *cum = shared + L.cum, *e = shared + L.e, *f = shared + L.f, *sbeta = shared + L.beta;
-    float *beta_v = shared + L.beta_v, *beta_k = shared + L.beta_k, *de_k = shared + L.de_k, *de_q = shared + L.de_q;
-    float *df = shared + L.df, *rows = shared + L.rows, *cols = shared + L.cols;
-    const int ld = row_ld(D), ldR = row_ld(2 * D);
+    float *sR = shared + kR, *M1 = shared + kM1, *M2 = shared + kM2, *M3 = shared + kM3;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
+    float *beta_v = sbeta + kChunk, *beta_k = beta_v + kChunk, *de_k = beta_k + kChunk, *de_q = de_k + kChunk;
+    float *df = de_q + kChunk, *rows = df + kChunk, *cols = rows + kChunk;
     const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk, at_m = chunk * kChunk * kChunk;
-    float* sdkb = sR + D;  // the right half of R
-    float* sq = sR;        // the left half, once dv·β is used up
+    const float *kc = k + at, *qc = q + at, *Tc = T + at_m;
 
-    ex.copy(sk, ld, k + at, D, kChunk, D);
-    ex.copy(sR, ldR, dV + at, D, kChunk, D);
-    ex.copy(sR + D, ldR, dW + at, D, kChunk, D);
     ex.for_each(kChunk, [&](int i) { sbeta[i] = beta[at_c + i]; });
     ex.decays(g + at_c, cum, e, f);
     ex.sync();
-    const Term kk{sk, ld, false, sk, ld, true, D, 1.0f};
-    ex.mm(kChunk, kChunk, &kk, 1, M1, kChunkLd, 0.0f);
+    const Term kk{kc, D, false, kc, D, true, D, 1.0f}, tv{Tc, kChunk, true, dV + at, D, false, kChunk, 1.0f};
+    ex.mm(kChunk, kChunk, &kk, 1, M1, kChunkLd, 0.0f);  // k kᵀ
+    ex.mm(kChunk, D, &tv, 1, sR, kLd, 0.0f);            // dvb = Tᵀ dV
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {  // A, strictly lower
       const int i = x / kChunk, j = x % kChunk;
       M1[i * kChunkLd + j] = j < i ? sbeta[i] * M1[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
-    ex.copy(sX, ld, U + at, D, kChunk, D);
+    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * kLd + c] * v[at + r * D + c]; });
+    ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = sR[(x / D) * kLd + x % D] * sbeta[x / D]; });
+    const Term ru{sR, kLd, false, U + at, D, true, D, -1.0f};
+    ex.mm(kChunk, kChunk, &ru, 1, M2, kChunkLd, 0.0f);  // dA = −dvb Uᵀ − dkbe Wᵀ (masked below)
     ex.sync();
-    ex.solve(M1, kChunkLd, sR, ldR, 2 * D, /*transposed=*/true);  // dR = (I + SL(A))⁻ᵀ [dV | dW]
+    const Term tw{Tc, kChunk, true, dW + at, D, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &tw, 1, sR, kLd, 0.0f);  // dkbe = Tᵀ dW
     ex.sync();
-    const Term ru{sR, ldR, false, sX, ld, true, D, -1.0f};
-    ex.mm(kChunk, kChunk, &ru, 1, M2, kChunkLd, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below
-    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * ldR + c] * v[at + r * D + c]; });
-    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ld + c]; });
-    ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = sR[(x / D) * ldR + x % D] * sbeta[x / D]; });
-    ex.sync();
-    ex.copy(sX, ld, W + at, D, kChunk, D);
-    ex.sync();
-    const Term rw{sR + D, ldR, false, sX, ld, true, D, -1.0f};
+    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * kLd + c] * kc[r * D + c]; });
+    const Term rw{sR, kLd, false, W + at, D, true, D, -1.0f};
     ex.mm(kChunk, kChunk, &rw, 1, M2, kChunkLd, 1.0f);
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {
@@ -413,27 +334,26 @@ struct IntraGrads {
       M2[i * kChunkLd + j] = dA * p;                                          // dKK
       M3[i * kChunkLd + j] = di * p;                                          // dQK
     });
-    ex.for_each(kChunk * D, [&](int x) { sdkb[(x / D) * ldR + x % D] *= e[x / D]; });  // dkbe ⊙ e
+    ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLd + x % D] *= e[x / D]; });  // dkbe ⊙ e
     ex.sync();
     ex.row_sums(kChunk, kChunk, rows, [&](int r, int c) { return M1[r * kChunkLd + c]; });
     ex.row_sums(kChunk, kChunk, cols, [&](int r, int c) { return M1[c * kChunkLd + r]; });
-    const Term kkb{M2, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
-    ex.mm(kChunk, D, &kkb, 1, sdkb, ldR, 1.0f);  // dkb = dkbe ⊙ e + dKK k
-    ex.row_sums(kChunk, D, df, [&](int r, int c) { return dKend[at + r * D + c] * sk[r * ld + c]; });
-    ex.for_each(kChunk * D, [&](int x) { sX[(x / D) * ld + x % D] = dKend[at + x] * f[x / D]; });
+    const Term kkb{M2, kChunkLd, false, kc, D, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &kkb, 1, sR, kLd, 1.0f);  // dkb = dkbe ⊙ e + dKK k
+    ex.row_sums(kChunk, D, df, [&](int r, int c) { return dKend[at + r * D + c] * kc[r * D + c]; });
+    ex.row_sums(kChunk, D, de_q, [&](int r, int c) { return dQd[at + r * D + c] * qc[r * D + c]; });
+    ex.for_each(kChunk * D, [&](int x) { grad_q[at + x] = dQd[at + x] * e[x / D]; });
     ex.sync();
-    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sdkb[r * ldR + c] * sk[r * ld + c]; });
-    ex.for_each(kChunk * D, [&](int x) { sX[(x / D) * ld + x % D] += sdkb[(x / D) * ldR + x % D] * sbeta[x / D]; });
+    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sR[r * kLd + c] * kc[r * D + c]; });
+    ex.for_each(kChunk * D, [&](int x) { grad_k[at + x] = dKend[at + x] * f[x / D] + sR[(x / D) * kLd + x % D] * sbeta[x / D]; });
     ex.for_each(kChunk * kChunk, [&](int x) { M2[(x / kChunk) * kChunkLd + x % kChunk] *= sbeta[x / kChunk]; });
-    ex.copy(sq, ldR, q + at, D, kChunk, D);
     ex.sync();
-    // grad_k = dKend ⊙ f + dkb ⊙ β + dKKᵀ (k·β) + dQKᵀ q, the β of k·β moved onto dKK's rows
-    const Term gk[2] = {{M2, kChunkLd, true, sk, ld, false, kChunk, 1.0f}, {M3, kChunkLd, true, sq, ldR, false, kChunk, 1.0f}};
-    ex.mm(kChunk, D, gk, 2, sX, ld, 1.0f);
-    ex.row_sums(kChunk, D, de_q, [&](int r, int c) { return dQd[at + r * D + c] * sq[r * ldR + c]; });
+    // grad_k = dKend ⊙ f + dkb ⊙ β + dKKᵀ (k·β) + dQKᵀ q, the β of k·β moved onto dKK's rows; grad_q = dQd ⊙ e + dQK k
+    const Term gk[2] = {{M2, kChunkLd, true, kc, D, false, kChunk, 1.0f}, {M3, kChunkLd, true, qc, D, false, kChunk, 1.0f}};
+    const Term gq{M3, kChunkLd, false, kc, D, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, gk, 2, grad_k + at, D, 1.0f);
+    ex.mm(kChunk, D, &gq, 1, grad_q + at, D, 1.0f);
     ex.for_each(kChunk, [&](int i) { grad_beta[at_c + i] = beta_v[i] + beta_k[i]; });
-    ex.sync();
-    ex.copy(grad_k + at, D, sX, ld, kChunk, D);
     ex.single([&] {  // g: through P (rows +, columns −), e, f and dec, then cum = cumsum(g) backwards
       float carry = 0.0f, tail = ddec[chunk] * e[kChunk - 1];
       for (int i = 0; i < kChunk; ++i) tail += df[i] * f[i];
@@ -444,13 +364,6 @@ struct IntraGrads {
         grad_g[at_c + i] = carry;
       }
     });
-    ex.sync();
-    ex.for_each(kChunk * D, [&](int x) { sX[(x / D) * ld + x % D] = dQd[at + x] * e[x / D]; });
-    ex.sync();
-    const Term qk{M3, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
-    ex.mm(kChunk, D, &qk, 1, sX, ld, 1.0f);  // grad_q = dQd ⊙ e + dQK k
-    ex.sync();
-    ex.copy(grad_q + at, D, sX, ld, kChunk, D);
   }
 };
 
