@@ -34,7 +34,7 @@ at::Tensor forward_for(const Run& run, const at::Tensor& q, const at::Tensor& k,
   constexpr int BV = kScanColumns<D>;
   const Shape s(q);
   at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k);
-  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), nullptr, nullptr, nullptr}, s.chunks);
+  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), nullptr, nullptr}, s.chunks);
   at::Tensor V = at::empty_like(v), S = at::empty({q.size(0), q.size(1), s.N, D, D}, q.options());
   run(ScanForward<D, BV>{in(U), in(W), in(Kend), in(g), out(V), out(S), static_cast<int>(s.N)}, s.sequences * (D / BV));
   at::Tensor O = at::empty_like(v);
@@ -51,8 +51,8 @@ std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, cons
   const Shape s(q);
   const auto chunk_matrices = [&] { return at::empty({q.size(0), q.size(1), s.N, kChunk, kChunk}, q.options()); };
   at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k), Qd = at::empty_like(q);
-  at::Tensor T = chunk_matrices(), intra = chunk_matrices();
-  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), out(T), out(intra), out(Qd)}, s.chunks);
+  at::Tensor intra = chunk_matrices();
+  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), out(intra), out(Qd)}, s.chunks);
 
   at::Tensor dV = at::empty_like(v), dS_next = at::empty_like(states);
   run(ScanBackward<D, BV>{in(Kend), in(Qd), in(W), in(intra), in(g), in(dO), out(dV), out(dS_next), static_cast<int>(s.N)},
@@ -68,7 +68,7 @@ std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, cons
 
   at::Tensor grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
   at::Tensor grad_beta = at::empty_like(beta), grad_g = at::empty_like(g);
-  run(IntraGrads<D>{in(q), in(k), in(v), in(beta), in(g), in(U), in(W), in(T), in(intra), in(dV), in(dW), in(dKend),
+  run(IntraGrads<D>{in(q), in(k), in(v), in(beta), in(g), in(U), in(W), in(intra), in(dV), in(dW), in(dKend),
                     in(dQd), in(dintra), in(ddec), out(grad_q), out(grad_k), out(grad_v), out(grad_beta), out(grad_g)},
       s.chunks);
   return {grad_q, grad_k, grad_v, grad_beta, grad_g};

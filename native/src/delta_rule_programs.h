@@ -15,14 +15,13 @@
 //                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW], dA = −SL(dR [U | W]ᵀ), then back to q, k, v, β, g.
 //
 // Tensors: q, k, v, U, W, V, O, Kend, Qd and their gradients [B·H·N chunks, 64, D] float32 (a sequence's chunks
-// consecutive), β, g [chunks, 64], S states [chunks, D, D], T = (I + SL(A))⁻¹, intra and dintra [chunks, 64, 64],
-// ddec [chunks]. What goes through global memory between the kernels is about what the ATen version materialises
+// consecutive), β, g [chunks, 64], S states [chunks, D, D], intra and dintra [chunks, 64, 64], ddec [chunks]. What goes through global memory between the kernels is about what the ATen version materialises
 // too; the gain is that each kernel reads a chunk's tensors once instead of ~60 float32 passes a layer over them.
 //
-// Shared memory holds only what a block writes and reads back; read-only operands go from global memory straight
-// into the products (the tensor cores' fragments), so a block needs 30-90 KB and several fit an SM: these kernels
-// are bound by latency, not bandwidth or arithmetic (Nsight Compute on an H200: 10-27% of DRAM bandwidth with
-// one 150-190 KB block an SM), and more resident blocks is what hides it.
+// These kernels are bound by latency, not bandwidth or arithmetic (Nsight Compute on an H200: 10-35% of DRAM
+// bandwidth). The chunk kernels stage their operands in shared memory with coalesced 16-byte copies (products
+// straight from global memory, tried, saturated L1 with re-read fragments: 1.4x slower); the scans, which hold
+// little, take their per-chunk operands from global memory and so fit 5-6 blocks an SM (1.1-1.2x faster).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -68,62 +67,61 @@ RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Prep (forward and backward; one block per chunk): T = (I + SL(A))⁻¹, U = T diag(β) v, W = T diag(β·e) k and
-// Kend = k·f; for the backward also T, intra = (q kᵀ) ⊙ P and Qd = q·e.
+// Prep (forward and backward; one block per chunk): U, W and Kend = k·f; for the backward also intra = (q kᵀ) ⊙ P
+// and Qd = q·e.
 template <int D>
 struct Prep {
   static constexpr int kThreads = 256;
-  // A: k kᵀ, A, then T diag(β); T: the identity, solved in place to T, then T diag(β·e); I: q kᵀ
-  static constexpr int64_t kA = 0, kT = kA + region(kChunk * kChunkLd), kI = kT + region(kChunk * kChunkLd),
+  static constexpr int kLdR = row_ld(2 * D);
+  // R: q on the left while intra is computed, then [v·β | k·β·e] (k on the right first), solved in place to [U | W]
+  static constexpr int64_t kR = 0, kA = kR + region(kChunk * kLdR), kI = kA + region(kChunk * kChunkLd),
                            kVectors = kI + region(kChunk * kChunkLd), kSharedFloats = kVectors + 4 * kChunk;
 
   const float *q, *k, *v, *beta, *g;
   float *U, *W, *Kend;
-  float *T, *intra, *Qd;  // the backward's: nullable
+  float *intra, *Qd;  // the backward's: nullable
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    float *sA = shared + kA, *sT = shared + kT, *sI = shared + kI;
+    float *sR = shared + kR, *sA = shared + kA, *sI = shared + kI;
     float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
-    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk, at_m = chunk * kChunk * kChunk;
-    const float *kc = k + at, *qc = q + at;
+    float* sk = sR + D;  // the right half
+    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk;
 
+    ex.copy(sk, kLdR, k + at, D, kChunk, D);
+    if (intra) ex.copy(sR, kLdR, q + at, D, kChunk, D);
     ex.for_each(kChunk, [&](int i) { sbeta[i] = beta[at_c + i]; });
     ex.decays(g + at_c, cum, e, f);
-    ex.for_each(kChunk * kChunk, [&](int x) { sT[(x / kChunk) * kChunkLd + x % kChunk] = x / kChunk == x % kChunk ? 1.0f : 0.0f; });
     ex.sync();
-    const Term kk{kc, D, false, kc, D, true, D, 1.0f};
+    const Term kk{sk, kLdR, false, sk, kLdR, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
     if (intra) {
-      const Term qk{qc, D, false, kc, D, true, D, 1.0f};
+      const Term qk{sR, kLdR, false, sk, kLdR, true, D, 1.0f};
       ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
     }
-    ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = kc[x] * f[x / D]; });
-    if (Qd) ex.for_each(kChunk * D, [&](int x) { Qd[at + x] = qc[x] * e[x / D]; });
+    ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = k[at + x] * f[x / D]; });
+    if (Qd) ex.for_each(kChunk * D, [&](int x) { Qd[at + x] = q[at + x] * e[x / D]; });
     ex.sync();
     if (intra) {
+      float* out = intra + chunk * kChunk * kChunk;
       ex.for_each(kChunk * kChunk, [&](int x) {
         const int i = x / kChunk, j = x % kChunk;
-        intra[at_m + x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
+        out[x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
       });
     }
     ex.for_each(kChunk * kChunk, [&](int x) {  // A = (diag(β) k kᵀ) ⊙ P, strictly lower
       const int i = x / kChunk, j = x % kChunk;
       sA[i * kChunkLd + j] = j < i ? sbeta[i] * sA[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
-    ex.sync();
-    unit_lower_solve<kChunk>(ex, sA, sT, kChunkLd, /*transposed=*/false);  // ends with a barrier
-    ex.for_each(kChunk * kChunk, [&](int x) {
-      const int i = x / kChunk, j = x % kChunk;
-      const float t = sT[i * kChunkLd + j];
-      if (T) T[at_m + x] = t;
-      sA[i * kChunkLd + j] = t * sbeta[j];
-      sT[i * kChunkLd + j] = t * sbeta[j] * e[j];
+    ex.for_each(kChunk * D, [&](int x) {
+      const int i = x / D, c = x % D;
+      sR[i * kLdR + c] = v[at + x] * sbeta[i];
+      sk[i * kLdR + c] *= sbeta[i] * e[i];
     });
     ex.sync();
-    const Term tv{sA, kChunkLd, false, v + at, D, false, kChunk, 1.0f}, tk{sT, kChunkLd, false, kc, D, false, kChunk, 1.0f};
-    ex.mm(kChunk, D, &tv, 1, U + at, D, 0.0f);
-    ex.mm(kChunk, D, &tk, 1, W + at, D, 0.0f);
+    unit_lower_solve<2 * D>(ex, sA, sR, kLdR, /*transposed=*/false);
+    ex.copy(U + at, D, sR, kLdR, kChunk, D);
+    ex.copy(W + at, D, sk, kLdR, kChunk, D);
   }
 };
 
@@ -171,9 +169,10 @@ struct ScanForward {
 // The output (one block per chunk): O = Qd S_n + intra V.
 template <int D>
 struct Output {
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = 512;
   static constexpr int kLd = row_ld(D);
-  static constexpr int64_t kQ = 0, kI = kQ + region(kChunk * kLd), kVectors = kI + region(kChunk * kChunkLd),
+  static constexpr int64_t kQ = 0, kKV = kQ + region(kChunk * kLd), kI = kKV + region(kChunk * kLd),
+                           kS = kI + region(kChunk * kChunkLd), kVectors = kS + region(D * kLd),
                            kSharedFloats = kVectors + 3 * kChunk;
 
   const float *q, *k, *g, *V, *states;
@@ -181,24 +180,26 @@ struct Output {
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    float *sq = shared + kQ, *sI = shared + kI;  // sq: q, then Qd
+    float *sq = shared + kQ, *skv = shared + kKV, *sI = shared + kI, *sS = shared + kS;  // skv: k, then V
     float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
     const int64_t at = chunk * kChunk * D;
 
     ex.copy(sq, kLd, q + at, D, kChunk, D);
+    ex.copy(skv, kLd, k + at, D, kChunk, D);
+    ex.copy(sS, kLd, states + chunk * D * D, D, D, D);
     ex.decays(g + chunk * kChunk, cum, e, f);
     ex.sync();
-    const Term qk{sq, kLd, false, k + at, D, true, D, 1.0f};
+    const Term qk{sq, kLd, false, skv, kLd, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {
       const int i = x / kChunk, j = x % kChunk;
       sI[i * kChunkLd + j] *= pair_decay(cum, i, j);
     });
-    ex.for_each(kChunk * D, [&](int x) { sq[(x / D) * kLd + x % D] *= e[x / D]; });
+    ex.for_each(kChunk * D, [&](int x) { sq[(x / D) * kLd + x % D] *= e[x / D]; });  // Qd
+    ex.copy(skv, kLd, V + at, D, kChunk, D);
     ex.sync();
-    const Term terms[2] = {{sq, kLd, false, states + chunk * D * D, D, false, D, 1.0f},
-                           {sI, kChunkLd, false, V + at, D, false, kChunk, 1.0f}};
+    const Term terms[2] = {{sq, kLd, false, sS, kLd, false, D, 1.0f}, {sI, kChunkLd, false, skv, kLd, false, kChunk, 1.0f}};
     ex.mm(kChunk, D, terms, 2, O + at, D, 0.0f);
   }
 };
@@ -248,82 +249,100 @@ struct ScanBackward {
 // The gradients that go through the states (one block per chunk): dKend, dQd, dW, dintra and ddec.
 template <int D>
 struct StateGrads {
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = 512;
   static constexpr int kLd = row_ld(D);
-  static constexpr int64_t kV = 0, kSharedFloats = region(kChunk * kLd);
+  // S: S_n, then dS; M: W, then dV; V: U, then V
+  static constexpr int64_t kS = 0, kM = kS + region(D * kLd), kV = kM + region(kChunk * kLd),
+                           kdO = kV + region(kChunk * kLd), kSharedFloats = kdO + region(kChunk * kLd);
 
   const float *U, *W, *states, *dS_next, *dO, *dV;
   float *dKend, *dQd, *dW, *dintra, *ddec;
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    float* sV = shared + kV;  // U, then V
+    float *sS = shared + kS, *sM = shared + kM, *sV = shared + kV, *sdO = shared + kdO;
     const int64_t at = chunk * kChunk * D;
-    const float *S = states + chunk * D * D, *dS = dS_next + chunk * D * D;
+    const float* dS = dS_next + chunk * D * D;
 
+    ex.copy(sS, kLd, states + chunk * D * D, D, D, D);
+    ex.copy(sM, kLd, W + at, D, kChunk, D);
     ex.copy(sV, kLd, U + at, D, kChunk, D);
+    ex.copy(sdO, kLd, dO + at, D, kChunk, D);
     ex.sync();
-    const Term ws{W + at, D, false, S, D, false, D, -1.0f};
+    const Term ws{sM, kLd, false, sS, kLd, false, D, -1.0f};
     ex.mm(kChunk, D, &ws, 1, sV, kLd, 1.0f);  // V = U − W S_n
-    const Term os{dO + at, D, false, S, D, true, D, 1.0f}, vs{dV + at, D, false, S, D, true, D, -1.0f};
+    const Term os{sdO, kLd, false, sS, kLd, true, D, 1.0f};
     ex.mm(kChunk, D, &os, 1, dQd + at, D, 0.0f);  // dQd = dO S_nᵀ
-    ex.mm(kChunk, D, &vs, 1, dW + at, D, 0.0f);   // dW = −dV S_nᵀ
-    const float dot = ex.sum(D * D, [&](int x) { return S[x] * dS[x]; });  // ⟨S_n, dS⟩ (a barrier inside)
-    ex.single([&] { ddec[chunk] = dot; });
     ex.sync();
-    const Term vd{sV, kLd, false, dS, D, true, D, 1.0f}, ov{dO + at, D, false, sV, kLd, true, D, 1.0f};
-    ex.mm(kChunk, D, &vd, 1, dKend + at, D, 0.0f);  // dKend = V dSᵀ
+    ex.copy(sM, kLd, dV + at, D, kChunk, D);
+    ex.sync();
+    const Term vs{sM, kLd, false, sS, kLd, true, D, -1.0f};
+    ex.mm(kChunk, D, &vs, 1, dW + at, D, 0.0f);  // dW = −dV S_nᵀ
+    const Term ov{sdO, kLd, false, sV, kLd, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &ov, 1, dintra + chunk * kChunk * kChunk, kChunk, 0.0f);  // dintra = dO Vᵀ
+    const float dot = ex.sum(D * D, [&](int x) { return sS[(x / D) * kLd + x % D] * dS[x]; });  // ⟨S_n, dS⟩
+    ex.single([&] { ddec[chunk] = dot; });
+    ex.copy(sS, kLd, dS, D, D, D);
+    ex.sync();
+    const Term vd{sV, kLd, false, sS, kLd, true, D, 1.0f};
+    ex.mm(kChunk, D, &vd, 1, dKend + at, D, 0.0f);  // dKend = V dSᵀ
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// The gradients inside a chunk (one block per chunk): through the UT transform ([dv·β | dk·β·e] = Tᵀ [dV | dW])
-// and the chunk terms back to q, k, v, β and g.
+// The gradients inside a chunk (one block per chunk): through the transposed solve and the chunk terms back to
+// q, k, v, β and g.
 template <int D>
 struct IntraGrads {
-  static constexpr int kThreads = 256;
-  static constexpr int kLd = row_ld(D);
-  // R: dv·β, then dk·β·e, then dkb = dk·β. M1: k kᵀ, A, then d log P. M2: dA, then dKK = dA ⊙ P (rows scaled by β
-  // for grad_k). M3: dQK = dintra ⊙ P. Vectors: cum, e, f, β, Σ dvb ⊙ v, Σ dkb ⊙ k, Σ dkbe ⊙ k, Σ dQd ⊙ q,
-  // Σ dKend ⊙ k, d log P's row and column sums.
-  static constexpr int64_t kR = 0, kM1 = kR + region(kChunk * kLd), kM2 = kM1 + region(kChunk * kChunkLd),
+  static constexpr int kThreads = 512;
+  static constexpr int ld = row_ld(D), ldR = row_ld(2 * D);
+  // R: [dV | dW] → [dv·β | dk·β·e]; then dk·β = dkb on the right, q on the left. X: U, W, then grad_k, grad_q.
+  // M1: k kᵀ, A, then d log P. M2: dA, then dKK = dA ⊙ P (rows scaled by β for grad_k). M3: dQK = dintra ⊙ P.
+  // Vectors: cum, e, f, β, Σ dvb ⊙ v, Σ dkb ⊙ k, Σ dkbe ⊙ k, Σ dQd ⊙ q, Σ dKend ⊙ k, d log P's row and column sums.
+  static constexpr int64_t kK = 0, kR = kK + region(kChunk * ld), kX = kR + region(kChunk * ldR),
+                           kM1 = kX + region(kChunk * ld), kM2 = kM1 + region(kChunk * kChunkLd),
                            kM3 = kM2 + region(kChunk * kChunkLd), kVectors = kM3 + region(kChunk * kChunkLd),
                            kSharedFloats = kVectors + 11 * kChunk;
 
-  const float *q, *k, *v, *beta, *g, *U, *W, *T, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
+  const float *q, *k, *v, *beta, *g, *U, *W, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
   float *grad_q, *grad_k, *grad_v, *grad_beta, *grad_g;
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    float *sR = shared + kR, *M1 = shared + kM1, *M2 = shared + kM2, *M3 = shared + kM3;
+    float *sk = shared + kK, *sR = shared + kR, *sX = shared + kX;
+    float *M1 = shared + kM1, *M2 = shared + kM2, *M3 = shared + kM3;
     float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
     float *beta_v = sbeta + kChunk, *beta_k = beta_v + kChunk, *de_k = beta_k + kChunk, *de_q = de_k + kChunk;
     float *df = de_q + kChunk, *rows = df + kChunk, *cols = rows + kChunk;
     const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk, at_m = chunk * kChunk * kChunk;
-    const float *kc = k + at, *qc = q + at, *Tc = T + at_m;
+    float* sdkb = sR + D;  // the right half of R
+    float* sq = sR;        // the left half, once dv·β is used up
 
+    ex.copy(sk, ld, k + at, D, kChunk, D);
+    ex.copy(sR, ldR, dV + at, D, kChunk, D);
+    ex.copy(sR + D, ldR, dW + at, D, kChunk, D);
     ex.for_each(kChunk, [&](int i) { sbeta[i] = beta[at_c + i]; });
     ex.decays(g + at_c, cum, e, f);
     ex.sync();
-    const Term kk{kc, D, false, kc, D, true, D, 1.0f}, tv{Tc, kChunk, true, dV + at, D, false, kChunk, 1.0f};
-    ex.mm(kChunk, kChunk, &kk, 1, M1, kChunkLd, 0.0f);  // k kᵀ
-    ex.mm(kChunk, D, &tv, 1, sR, kLd, 0.0f);            // dvb = Tᵀ dV
+    const Term kk{sk, ld, false, sk, ld, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &kk, 1, M1, kChunkLd, 0.0f);
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {  // A, strictly lower
       const int i = x / kChunk, j = x % kChunk;
       M1[i * kChunkLd + j] = j < i ? sbeta[i] * M1[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
-    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * kLd + c] * v[at + r * D + c]; });
-    ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = sR[(x / D) * kLd + x % D] * sbeta[x / D]; });
-    const Term ru{sR, kLd, false, U + at, D, true, D, -1.0f};
-    ex.mm(kChunk, kChunk, &ru, 1, M2, kChunkLd, 0.0f);  // dA = −dvb Uᵀ − dkbe Wᵀ (masked below)
+    ex.copy(sX, ld, U + at, D, kChunk, D);
     ex.sync();
-    const Term tw{Tc, kChunk, true, dW + at, D, false, kChunk, 1.0f};
-    ex.mm(kChunk, D, &tw, 1, sR, kLd, 0.0f);  // dkbe = Tᵀ dW
+    unit_lower_solve<2 * D>(ex, M1, sR, ldR, /*transposed=*/true);  // dR = (I + SL(A))⁻ᵀ [dV | dW]
+    const Term ru{sR, ldR, false, sX, ld, true, D, -1.0f};
+    ex.mm(kChunk, kChunk, &ru, 1, M2, kChunkLd, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below
+    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * ldR + c] * v[at + r * D + c]; });
+    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ld + c]; });
+    ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = sR[(x / D) * ldR + x % D] * sbeta[x / D]; });
     ex.sync();
-    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * kLd + c] * kc[r * D + c]; });
-    const Term rw{sR, kLd, false, W + at, D, true, D, -1.0f};
+    ex.copy(sX, ld, W + at, D, kChunk, D);
+    ex.sync();
+    const Term rw{sR + D, ldR, false, sX, ld, true, D, -1.0f};
     ex.mm(kChunk, kChunk, &rw, 1, M2, kChunkLd, 1.0f);
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {
@@ -334,26 +353,27 @@ struct IntraGrads {
       M2[i * kChunkLd + j] = dA * p;                                          // dKK
       M3[i * kChunkLd + j] = di * p;                                          // dQK
     });
-    ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLd + x % D] *= e[x / D]; });  // dkbe ⊙ e
+    ex.for_each(kChunk * D, [&](int x) { sdkb[(x / D) * ldR + x % D] *= e[x / D]; });  // dkbe ⊙ e
     ex.sync();
     ex.row_sums(kChunk, kChunk, rows, [&](int r, int c) { return M1[r * kChunkLd + c]; });
     ex.row_sums(kChunk, kChunk, cols, [&](int r, int c) { return M1[c * kChunkLd + r]; });
-    const Term kkb{M2, kChunkLd, false, kc, D, false, kChunk, 1.0f};
-    ex.mm(kChunk, D, &kkb, 1, sR, kLd, 1.0f);  // dkb = dkbe ⊙ e + dKK k
-    ex.row_sums(kChunk, D, df, [&](int r, int c) { return dKend[at + r * D + c] * kc[r * D + c]; });
-    ex.row_sums(kChunk, D, de_q, [&](int r, int c) { return dQd[at + r * D + c] * qc[r * D + c]; });
-    ex.for_each(kChunk * D, [&](int x) { grad_q[at + x] = dQd[at + x] * e[x / D]; });
+    const Term kkb{M2, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &kkb, 1, sdkb, ldR, 1.0f);  // dkb = dkbe ⊙ e + dKK k
+    ex.row_sums(kChunk, D, df, [&](int r, int c) { return dKend[at + r * D + c] * sk[r * ld + c]; });
+    ex.for_each(kChunk * D, [&](int x) { sX[(x / D) * ld + x % D] = dKend[at + x] * f[x / D]; });
     ex.sync();
-    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sR[r * kLd + c] * kc[r * D + c]; });
-    ex.for_each(kChunk * D, [&](int x) { grad_k[at + x] = dKend[at + x] * f[x / D] + sR[(x / D) * kLd + x % D] * sbeta[x / D]; });
+    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sdkb[r * ldR + c] * sk[r * ld + c]; });
+    ex.for_each(kChunk * D, [&](int x) { sX[(x / D) * ld + x % D] += sdkb[(x / D) * ldR + x % D] * sbeta[x / D]; });
     ex.for_each(kChunk * kChunk, [&](int x) { M2[(x / kChunk) * kChunkLd + x % kChunk] *= sbeta[x / kChunk]; });
+    ex.copy(sq, ldR, q + at, D, kChunk, D);
     ex.sync();
-    // grad_k = dKend ⊙ f + dkb ⊙ β + dKKᵀ (k·β) + dQKᵀ q, the β of k·β moved onto dKK's rows; grad_q = dQd ⊙ e + dQK k
-    const Term gk[2] = {{M2, kChunkLd, true, kc, D, false, kChunk, 1.0f}, {M3, kChunkLd, true, qc, D, false, kChunk, 1.0f}};
-    const Term gq{M3, kChunkLd, false, kc, D, false, kChunk, 1.0f};
-    ex.mm(kChunk, D, gk, 2, grad_k + at, D, 1.0f);
-    ex.mm(kChunk, D, &gq, 1, grad_q + at, D, 1.0f);
+    // grad_k = dKend ⊙ f + dkb ⊙ β + dKKᵀ (k·β) + dQKᵀ q, the β of k·β moved onto dKK's rows
+    const Term gk[2] = {{M2, kChunkLd, true, sk, ld, false, kChunk, 1.0f}, {M3, kChunkLd, true, sq, ldR, false, kChunk, 1.0f}};
+    ex.mm(kChunk, D, gk, 2, sX, ld, 1.0f);
+    ex.row_sums(kChunk, D, de_q, [&](int r, int c) { return dQd[at + r * D + c] * sq[r * ldR + c]; });
     ex.for_each(kChunk, [&](int i) { grad_beta[at_c + i] = beta_v[i] + beta_k[i]; });
+    ex.sync();
+    ex.copy(grad_k + at, D, sX, ld, kChunk, D);
     ex.single([&] {  // g: through P (rows +, columns −), e, f and dec, then cum = cumsum(g) backwards
       float carry = 0.0f, tail = ddec[chunk] * e[kChunk - 1];
       for (int i = 0; i < kChunk; ++i) tail += df[i] * f[i];
@@ -364,6 +384,13 @@ struct IntraGrads {
         grad_g[at_c + i] = carry;
       }
     });
+    ex.sync();
+    ex.for_each(kChunk * D, [&](int x) { sX[(x / D) * ld + x % D] = dQd[at + x] * e[x / D]; });
+    ex.sync();
+    const Term qk{M3, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &qk, 1, sX, ld, 1.0f);  // grad_q = dQd ⊙ e + dQK k
+    ex.sync();
+    ex.copy(grad_q + at, D, sX, ld, kChunk, D);
   }
 };
 
