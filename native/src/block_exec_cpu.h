@@ -68,22 +68,8 @@ class CpuBlock {
                                 !overlaps(C, ldc, M, N, x.b, x.ldb, b_rows, b_cols),
                             "block mm: the output overlaps an operand");
     }
-    for (int m = 0; m < M; ++m) {
-      for (int n = 0; n < N; ++n) {
-        float acc = beta != 0.0f ? beta * C[m * ldc + n] : 0.0f;
-        for (int t = 0; t < count; ++t) {
-          const Term& x = terms[t];
-          float p = 0.0f;
-          for (int k = 0; k < x.k; ++k) {
-            const float a = x.transpose_a ? x.a[k * x.lda + m] : x.a[m * x.lda + k];
-            const float b = x.transpose_b ? x.b[n * x.ldb + k] : x.b[k * x.ldb + n];
-            p += a * b;
-          }
-          acc += x.alpha * p;
-        }
-        C[m * ldc + n] = acc;
-      }
-    }
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) C[m * ldc + n] = product_element(m, n, terms, count, C, ldc, beta);
   }
 
   void solve16(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {

@@ -91,19 +91,7 @@ class CudaBlock {
       mm_tensor_cores(M, N, terms, count, C, ldc, beta);
     } else {
       for (int x = threadIdx.x; x < M * N; x += kBlockThreads) {
-        const int m = x / N, n = x % N;
-        float acc = beta != 0.0f ? beta * C[m * ldc + n] : 0.0f;
-        for (int t = 0; t < count; ++t) {
-          const Term& tm = terms[t];
-          float p = 0.0f;
-          for (int k = 0; k < tm.k; ++k) {
-            const float a = tm.transpose_a ? tm.a[k * tm.lda + m] : tm.a[m * tm.lda + k];
-            const float b = tm.transpose_b ? tm.b[n * tm.ldb + k] : tm.b[k * tm.ldb + n];
-            p += a * b;
-          }
-          acc += tm.alpha * p;
-        }
-        C[m * ldc + n] = acc;
+        C[x / N * ldc + x % N] = product_element(x / N, x % N, terms, count, C, ldc, beta);
       }
     }
   }

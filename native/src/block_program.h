@@ -46,6 +46,24 @@ struct Term {
   float alpha;
 };
 
+// One element of C = beta·C + Σ alpha·op(A)·op(B) in float32, each term's sum in k order: the CPU executor's
+// product, and the CUDA executor's exact one (for float32 models; bfloat16 ones take the tensor cores).
+RLLOOP_HOST_DEVICE inline float product_element(int m, int n, const Term* terms, int count, const float* C, int ldc,
+                                                float beta) {
+  float acc = beta != 0.0f ? beta * C[m * ldc + n] : 0.0f;
+  for (int t = 0; t < count; ++t) {
+    const Term& x = terms[t];
+    float p = 0.0f;
+    for (int k = 0; k < x.k; ++k) {
+      const float a = x.transpose_a ? x.a[k * x.lda + m] : x.a[m * x.lda + k];
+      const float b = x.transpose_b ? x.b[n * x.ldb + k] : x.b[k * x.ldb + n];
+      p += a * b;
+    }
+    acc += x.alpha * p;
+  }
+  return acc;
+}
+
 // A region of a block's shared memory, rounded up to 32 floats (128 bytes: aligned for 16-byte vector moves and
 // the tensor-core tile loads, which need 32).
 constexpr int64_t region(int64_t floats) { return (floats + 31) / 32 * 32; }

@@ -3,14 +3,12 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
 #include <limits>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "backward_timeline.h"
-#include "check.h"
+#include "env_choice.h"
 #include "gdn_ops.h"
 
 namespace rlloop {
@@ -185,13 +183,7 @@ struct DeltaRuleChunks : public torch::autograd::Function<DeltaRuleChunks> {
 // The hand-derived backward unless RLLOOP_GDN_BACKWARD=autograd asks for autograd's op-by-op replay (kept to
 // compare the two); read once per process.
 bool delta_rule_backward_is_manual() {
-  static const bool manual = [] {
-    const char* raw = std::getenv("RLLOOP_GDN_BACKWARD");
-    const std::string v = raw ? raw : "";
-    RLLOOP_CHECK(v.empty() || v == "manual" || v == "autograd", Invalid,
-                 "RLLOOP_GDN_BACKWARD: \"" << v << "\" is not manual (the default) or autograd");
-    return v != "autograd";
-  }();
+  static const bool manual = env_choice("RLLOOP_GDN_BACKWARD", {"manual", "autograd"}) == "manual";
   return manual;
 }
 

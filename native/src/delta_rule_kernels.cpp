@@ -3,14 +3,13 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
-#include <string>
+#include <cstdint>
 
 #include "backward_timeline.h"
 #include "block_exec_cpu.h"
-#include "check.h"
 #include "cuda_kernels_switch.h"
 #include "delta_rule_driver.h"
+#include "env_choice.h"
 #ifdef RLLOOP_CUDA
 #include "delta_rule_kernels_cuda.h"
 #endif
@@ -24,13 +23,7 @@ using torch::autograd::variable_list;
 // RLLOOP_DELTA_RULE_CPU: "chunks" (the default, the ATen formulation) or "kernels" (the block programs, run
 // sequentially on the CPU); read once.
 bool cpu_runs_kernels() {
-  static const bool kernels = [] {
-    const char* raw = std::getenv("RLLOOP_DELTA_RULE_CPU");
-    const std::string v = raw ? raw : "";
-    RLLOOP_CHECK(v.empty() || v == "chunks" || v == "kernels", Invalid,
-                 "RLLOOP_DELTA_RULE_CPU: \"" << v << "\" is not chunks (the default) or kernels");
-    return v == "kernels";
-  }();
+  static const bool kernels = env_choice("RLLOOP_DELTA_RULE_CPU", {"chunks", "kernels"}) == "kernels";
   return kernels;
 }
 

@@ -10,6 +10,7 @@
 #include "cuda_kernels_switch.h"
 #include "delta_rule_chunks.h"
 #include "device_memory.h"
+#include "env_choice.h"
 #include "profiler.h"
 #include "rms_norm.h"
 #include "weights.h"
@@ -18,13 +19,7 @@ namespace rlloop {
 namespace {
 
 // RLLOOP_SDPA: "flash" (the default: PyTorch's flash kernel for bfloat16, memory-efficient for float32) or "cudnn".
-bool sdpa_uses_cudnn() {
-  const char* raw = std::getenv("RLLOOP_SDPA");
-  const std::string v = raw ? raw : "";
-  RLLOOP_CHECK(v.empty() || v == "flash" || v == "cudnn", Invalid,
-               "RLLOOP_SDPA: \"" << v << "\" is not flash (the default) or cudnn");
-  return v == "cudnn";
-}
+bool sdpa_uses_cudnn() { return env_choice("RLLOOP_SDPA", {"flash", "cudnn"}) == "cudnn"; }
 
 }  // namespace
 
