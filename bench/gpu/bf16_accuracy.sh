@@ -7,7 +7,7 @@ source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-16}
 MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-rows
-bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+bash bench/gpu/ensure-addon.sh "$OUT/build.log"
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL"
 [ -f "$DATA/rows.json" ] || python3 bench/gpu/make_rows.py "$DATA" --rows "$ROWS"
 python3 bench/gpu/hf_logprobs.py "$MODEL" "$DATA" "$OUT/hf_fp32.json" --dtype float32

@@ -5,7 +5,7 @@
 # Usage: bash bench/gpu/delta_rule_check.sh
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
-[ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+bash bench/gpu/ensure-addon.sh "$OUT/build.log"
 if [ "${RACECHECK:-0}" = 1 ]; then
   timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard node bench/gpu/delta_rule_check.mjs --small \
     > "$OUT/racecheck.log" 2>&1; echo "racecheck exit $?"; grep -E "RACECHECK SUMMARY|hazard|Error" "$OUT/racecheck.log" | head -20

@@ -10,7 +10,7 @@ source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 MODEL=/tmp/rlloop-9b; ROWS=/tmp/rlloop-rows; PPO=/tmp/rlloop-ppo-16
 VARIANTS=${1:-"float32:4:0:0 float32:4:1:0 bfloat16:4:1:0 bfloat16:4:1:1"}
-[ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+bash bench/gpu/ensure-addon.sh "$OUT/build.log"
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
 MAX_ROWS=$(for v in $VARIANTS; do echo "$v" | cut -d: -f2; done | sort -n | tail -1)

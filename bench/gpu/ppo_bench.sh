@@ -14,7 +14,7 @@ MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-ppo-$ROWS; TREE=/tmp/seed-tree
 TRAINED=/tmp/rlloop-bench-trained; mkdir -p "$TRAINED"
 COMMAND="bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
 case " $WHICH " in *" rlloop"*|*" resident "*)  # the seed entries need no build (nor Node)
-  [ -f native/build/Release/rlloop_native.node ] || bash bench/gpu/device-build.sh > /tmp/rlloop-build.log 2>&1 || { tail -30 /tmp/rlloop-build.log; exit 1; } ;;
+  bash bench/gpu/ensure-addon.sh /tmp/rlloop-build.log ;;
 esac
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The CUDA build of the addon on the GPU machine, built at most once per source: a build that an earlier call
+# brought back ($OUT/rlloop_native-<hash>.node, copied by the host into .bench/addon/ and carried with .bench) is
+# used when <hash> matches this tree's native/ sources; otherwise device-build.sh builds it and a copy goes to $OUT
+# for the next call (a fresh machine then skips the ~1 minute build). Nothing to do when a build is already there
+# (a warm machine). Usage: bash bench/gpu/ensure-addon.sh BUILD_LOG
+set -euo pipefail
+LOG=${1:-/tmp/rlloop-build.log}
+ADDON=native/build/Release/rlloop_native.node
+[ -f "$ADDON" ] && exit 0
+hash=$(cd native && LC_ALL=C cat CMakeLists.txt src/* | sha256sum | cut -c1-16)
+if [ -f ".bench/addon/rlloop_native-$hash.node" ]; then
+  mkdir -p "$(dirname "$ADDON")" && cp ".bench/addon/rlloop_native-$hash.node" "$ADDON"
+  echo "addon: the carried build of sources $hash"
+  exit 0
+fi
+bash bench/gpu/device-build.sh > "$LOG" 2>&1 || { tail -30 "$LOG"; exit 1; }
+if [ -n "${OUT:-}" ]; then cp "$ADDON" "$OUT/rlloop_native-$hash.node"; fi
