@@ -6,7 +6,9 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -53,17 +55,22 @@ class CpuBlock {
   }
 
   void copy(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    TORCH_INTERNAL_ASSERT(aligned(dst, 16) && aligned(src, 16) && ldd % 4 == 0 && lds % 4 == 0 && cols % 4 == 0,
+                          "block copy: rows, leading dimensions and pointers must be whole float4s");
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) dst[r * ldd + c] = src[r * lds + c];
   }
 
   void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
     TORCH_INTERNAL_ASSERT(M % 16 == 0 && N % 16 == 0, "block mm: M and N must be multiples of 16");
+    TORCH_INTERNAL_ASSERT(aligned(C, 32) && ldc % 4 == 0, "block mm: the output must be 32-byte aligned");
     for (int t = 0; t < count; ++t) {
       const Term& x = terms[t];
       TORCH_INTERNAL_ASSERT(x.k % 8 == 0, "block mm: K must be a multiple of 8");
       const int a_rows = x.transpose_a ? x.k : M, a_cols = x.transpose_a ? M : x.k;
       const int b_rows = x.transpose_b ? N : x.k, b_cols = x.transpose_b ? x.k : N;
+      TORCH_INTERNAL_ASSERT(aligned(x.a, 32) && aligned(x.b, 32) && x.lda % 4 == 0 && x.ldb % 4 == 0,
+                            "block mm: operands must be 32-byte aligned with leading dimensions in float4s");
       TORCH_INTERNAL_ASSERT(!overlaps(C, ldc, M, N, x.a, x.lda, a_rows, a_cols) &&
                                 !overlaps(C, ldc, M, N, x.b, x.ldb, b_rows, b_cols),
                             "block mm: the output overlaps an operand");
@@ -92,8 +99,10 @@ class CpuBlock {
   }
 
  private:
-  // Whether two row-major blocks share an element's address (a half-open address range test per pair of rows
-  // would be exact; the blocks' spans are enough here: programs never interleave two matrices' rows).
+  static bool aligned(const float* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+  // Whether two row-major blocks' address spans overlap: conservative where two matrices interleave their rows
+  // (the halves of one wide buffer), which can only raise a false alarm, never miss a real overlap.
   static bool overlaps(const float* p, int ldp, int rows_p, int cols_p, const float* q, int ldq, int rows_q, int cols_q) {
     const float* p_end = p + (rows_p - 1) * static_cast<int64_t>(ldp) + cols_p;
     const float* q_end = q + (rows_q - 1) * static_cast<int64_t>(ldq) + cols_q;
@@ -104,12 +113,15 @@ class CpuBlock {
 // Runs program.run on every block, blocks in parallel, each with its own NaN-filled shared memory.
 template <class Program>
 void run_on_cpu(const Program& program, int64_t blocks) {
+  constexpr size_t kAlign = 32;  // floats: 128 bytes, as CUDA's dynamic shared memory
   at::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> shared(static_cast<size_t>(Program::kSharedFloats));
+    std::vector<float> storage(static_cast<size_t>(Program::kSharedFloats) + kAlign);
+    float* shared = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(shared) % (kAlign * sizeof(float)) != 0) ++shared;
     const CpuBlock ex;
     for (int64_t b = begin; b < end; ++b) {
-      std::fill(shared.begin(), shared.end(), std::numeric_limits<float>::quiet_NaN());
-      program.run(ex, shared.data(), b);
+      std::fill(shared, shared + Program::kSharedFloats, std::numeric_limits<float>::quiet_NaN());
+      program.run(ex, shared, b);
     }
   });
 }

@@ -13,10 +13,12 @@
 //   ex.decays(g, cum, e, f)    the chunk's decays from its 64 log-decays g: cum = cumsum(g), e = exp(cum),
 //                              f = exp(cum_last - cum)
 //   ex.row_sums(rows, cols, out, f)   out[r] = Σ_c f(r, c)
-//   ex.sum(n, f)               Σ_i f(i), returned on every thread (a barrier inside)
+//   ex.sum(n, f)               Σ_i f(i), returned on every thread (barriers inside, but programs still end the
+//                              phase with ex.sync() before writing what the phase read: the CPU executor has none)
 //   ex.copy(dst, ldd, src, lds, rows, cols)   a rows x cols block (cols, ld and pointers in whole float4s)
 //   ex.mm(M, N, terms, count, C, ldc, beta)   C = beta·C + Σ alpha·op(A)·op(B) (M, N multiples of 16, K of 8;
-//                              beta = 0 does not read C; C must not overlap an operand)
+//                              every matrix 32-byte aligned with a leading dimension in whole float4s, as the
+//                              tensor cores' tile loads need; beta = 0 does not read C; C must not overlap an operand)
 //   ex.solve16(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 16 rows (SL: the
 //                              strictly lower part of A's 16 x 16 block)
 // Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote.
@@ -47,7 +49,8 @@ struct Term {
 };
 
 // One element of C = beta·C + Σ alpha·op(A)·op(B) in float32, each term's sum in k order: the CPU executor's
-// product, and the CUDA executor's exact one (for float32 models; bfloat16 ones take the tensor cores).
+// product, and the CUDA executor's when TF32 is off (float32 models; nvcc may fuse the multiply-adds, so the two
+// can differ in the last bit).
 RLLOOP_HOST_DEVICE inline float product_element(int m, int n, const Term* terms, int count, const float* C, int ldc,
                                                 float beta) {
   float acc = beta != 0.0f ? beta * C[m * ldc + n] : 0.0f;

@@ -129,7 +129,7 @@ DeltaRuleCheck check_delta_rule(const DeltaRuleCheckOptions& o) {
     const at::Tensor probe = in.q.to(o.device, at::kFloat), probe_v = in.v.to(o.device, at::kFloat);
     RLLOOP_CHECK(delta_rule_kernels_support(probe, probe_v), Unsupported,
                  "deltaRuleCheck: the kernels do not take dim " << o.dim << " on " << o.device
-                                                                   << " (a multiple of 32, or 16; shared memory)");
+                                                                   << " (head sizes: 16, 32, 64, 128 on the CPU, 128 on CUDA)");
     result.kernels_apply = delta_rule_kernels_apply(probe, probe_v);
     const Run reference = forward_backward(chunks, in, at::kDouble, o.device);
     result.chunks = errors(forward_backward(chunks, in, at::kFloat, o.device), reference);

@@ -1,6 +1,7 @@
 #include "delta_rule_kernels_cuda.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
 
@@ -29,18 +30,20 @@ constexpr int64_t kSharedBytes = sizeof(float) * std::max({delta_rule::Prep<kHea
 
 }  // namespace
 
-bool delta_rule_supports(int64_t D) {
-  return D == kHeadSize && kSharedBytes <= static_cast<int64_t>(at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin);
+bool delta_rule_supports(int64_t D, int device) {
+  return D == kHeadSize && kSharedBytes <= static_cast<int64_t>(at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin);
 }
 
 at::Tensor delta_rule_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                               const at::Tensor& g, at::Tensor* states, bool tf32) {
+  const c10::cuda::CUDAGuard guard(q.device());
   return delta_rule::forward<kHeadSize>(CudaRun{tf32}, q, k, v, beta, g, states);
 }
 
 std::array<at::Tensor, 5> delta_rule_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                               const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
                                               const at::Tensor& dO, bool tf32) {
+  const c10::cuda::CUDAGuard guard(q.device());
   return delta_rule::backward<kHeadSize>(CudaRun{tf32}, q, k, v, beta, g, states, dO);
 }
 

@@ -6,10 +6,10 @@
 
 namespace rlloop::cuda {
 
-// Whether this build has kernels for head size D that fit the current device's shared memory.
-bool delta_rule_supports(int64_t D);
+// Whether this build has kernels for head size D that fit the shared memory of CUDA device `device`.
+bool delta_rule_supports(int64_t D, int device);
 
-// As delta_rule::forward / backward (delta_rule_driver.h), products in TF32 or in exact float32.
+// As delta_rule::forward / backward (delta_rule_driver.h) on q's device, products in TF32 or in float32.
 at::Tensor delta_rule_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                               const at::Tensor& g, at::Tensor* states, bool tf32);
 std::array<at::Tensor, 5> delta_rule_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -43,6 +43,10 @@ constexpr int kChunkLd = kChunk + kPad;
 
 constexpr int row_ld(int cols) { return cols + kPad; }
 
+// The shapes every program assumes: tiles of 16 (the tensor cores'), whole float4s, scan blocks dividing D.
+template <int D, int BV = D>
+constexpr bool kShapesFit = D % 16 == 0 && BV % 16 == 0 && D % BV == 0;
+
 // exp(cum_i − cum_j) where j ≤ i, else 0 (the chunk's pairwise decay).
 RLLOOP_BLOCK_FN inline float pair_decay(const float* cum, int i, int j) {
   return j <= i ? expf(cum[i] - cum[j]) : 0.0f;
@@ -74,6 +78,7 @@ RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, 
 // and Qd = q·e.
 template <int D>
 struct Prep {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 256;
   static constexpr int kLdR = row_ld(2 * D);
   // R: q on the left while intra is computed, then [v·β | k·β·e] (k on the right first), solved in place to [U | W]
@@ -133,6 +138,7 @@ struct Prep {
 // chunks in order. Writes V and every chunk's starting state.
 template <int D, int BV>
 struct ScanForward {
+  static_assert(kShapesFit<D, BV>, "head size and scan block: multiples of 16, the block dividing the head");
   static constexpr int kThreads = 128;
   static constexpr int kLdS = row_ld(BV);
   static constexpr int64_t kS = 0, kV = kS + region(D * kLdS), kVectors = kV + region(kChunk * kLdS),
@@ -172,6 +178,7 @@ struct ScanForward {
 // The output (one block per chunk): O = Qd S_n + intra V.
 template <int D>
 struct Output {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
   static constexpr int kLd = row_ld(D);
   static constexpr int64_t kQ = 0, kKV = kQ + region(kChunk * kLd), kI = kKV + region(kChunk * kLd),
@@ -212,6 +219,7 @@ struct Output {
 // the gradient of every chunk's end state (dS_next).
 template <int D, int BV>
 struct ScanBackward {
+  static_assert(kShapesFit<D, BV>, "head size and scan block: multiples of 16, the block dividing the head");
   static constexpr int kThreads = 128;
   static constexpr int kLdS = row_ld(BV);
   static constexpr int64_t kdS = 0, kdO = kdS + region(D * kLdS), kdV = kdO + region(kChunk * kLdS),
@@ -252,6 +260,7 @@ struct ScanBackward {
 // The gradients that go through the states (one block per chunk): dKend, dQd, dW, dintra and ddec.
 template <int D>
 struct StateGrads {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
   static constexpr int kLd = row_ld(D);
   // S: S_n, then dS; M: W, then dV; V: U, then V
@@ -285,6 +294,7 @@ struct StateGrads {
     ex.mm(kChunk, kChunk, &ov, 1, dintra + chunk * kChunk * kChunk, kChunk, 0.0f);  // dintra = dO Vᵀ
     const float dot = ex.sum(D * D, [&](int x) { return sS[(x / D) * kLd + x % D] * dS[x]; });  // ⟨S_n, dS⟩
     ex.single([&] { ddec[chunk] = dot; });
+    ex.sync();  // the dW product above still reads S_n
     ex.copy(sS, kLd, dS, D, D, D);
     ex.sync();
     const Term vd{sV, kLd, false, sS, kLd, true, D, 1.0f};
@@ -297,6 +307,7 @@ struct StateGrads {
 // q, k, v, β and g.
 template <int D>
 struct IntraGrads {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
   static constexpr int ld = row_ld(D), ldR = row_ld(2 * D);
   // R: [dV | dW] → [dv·β | dk·β·e]; then dk·β = dkb on the right, q on the left. X: U, W, then grad_k, grad_q.
