@@ -33,5 +33,12 @@ describe("demo - the README's main command", () => {
       expect(Object.keys(stats).sort()).toEqual(expect.arrayContaining(["clip_frac", "kl", "logp_gap", "logp_gap_abs", "pg_loss", "rows", "train_s"]));
       expect(Number.isFinite(stats.pg_loss)).toBe(true);
     }
+    // run again in the same folder: the model is reused, the loop starts afresh (it resumed the old rounds once,
+    // and waited for a round 1 that was long committed)
+    const again = await run(process.execPath, ["bin/rlloop.js", "demo", "--rounds", "1", "--rows", "4", "--work", work, "--round-timeout", "120"], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const rerun = again.stdout.trim().split("\n");
+    expect(rerun.slice(rerun.findIndex((l) => l.startsWith("round ")) + 1).map((l) => l.trim().split(/\s+/).slice(0, 2))).toEqual([["1", "demo-r1"]]);
   });
 });

@@ -3,7 +3,7 @@
 // publishing rollouts served by the newest adapter, and the daemon training a real PPO round per batch with
 // `rlloop train ppo` and publishing each adapter. It waits for every round's announcement and prints a summary.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { logger } from "../log.js";
@@ -42,6 +42,9 @@ export async function runDemo(opts: DemoOptions): Promise<DemoRound[]> {
   const log = logger("demo");
   const work = resolve(opts.workDir);
   const files = makeModel(work, log);
+  // A demo is a fresh loop each run: the daemon would otherwise resume an earlier run's rounds and streams, and
+  // the simulated workers, serving round 0's adapter, would wait for a round 1 that is long committed.
+  rmSync(join(work, "loop"), { recursive: true, force: true });
   const config = demoConfig(work, files, opts);
   const daemon = new Daemon({ config });
   await daemon.start();

@@ -8,7 +8,7 @@ export function registerDemoCommand(program: Command): void {
       .description("run the whole loop on CPU: embedded nats-server, tiny random Qwen3.5, simulated rollouts, PPO rounds, published adapters")
       .option("--rounds <n>", "PPO rounds to run (default: 3)", positiveInt("--rounds"), 3)
       .option("--rows <n>", "decision rows per round (default: 16)", positiveInt("--rows"), 16)
-      .option("--work <dir>", "work folder: model, rounds, nats store (default: runs/demo)", "runs/demo")
+      .option("--work <dir>", "work folder: model (kept), rounds and nats store (started afresh each run) (default: runs/demo)", "runs/demo")
       .option("--seed <n>", "simulation and trainer seed (default: 0)", Number, 0)
       .option("--round-timeout <s>", "give up on a round after this many seconds (default: 900)", positiveInt("--round-timeout"), 900)
       .action(async (opts: { rounds: number; rows: number; work: string; seed: number; roundTimeout: number }) => {
