@@ -38,9 +38,11 @@ std::set<std::string, std::less<>> disabled_kernels() {
     start = end + 1;
     if (entry.empty()) continue;
     const std::string_view name = entry.substr(1);
-    RLLOOP_CHECK(entry.front() == '-' && std::find(kKernelNames.begin(), kKernelNames.end(), name) != kKernelNames.end(),
-                 Invalid, "RLLOOP_KERNELS: \"" + std::string(entry) +
-                              "\" is not one of 0, 1 or a comma-separated list of -conv, -solve, -norm, -qkv_heads, -swiglu, -delta_rule");
+    if (entry.front() != '-' || std::find(kKernelNames.begin(), kKernelNames.end(), name) == kKernelNames.end()) {
+      std::string names;
+      for (const std::string_view known : kKernelNames) names += (names.empty() ? "-" : ", -") + std::string(known);
+      RLLOOP_FAIL(Invalid, "RLLOOP_KERNELS: \"" << entry << "\" is not one of 0, 1 or a comma-separated list of " << names);
+    }
     off.emplace(name);
   }
   return off;

@@ -53,10 +53,17 @@ struct Run {
   std::array<at::Tensor, 5> grads;
 };
 
-Run forward_backward(const DeltaRule& rule, const Inputs& in, at::ScalarType dtype, const at::Device& device) {
+// q, k, v, β, g as fresh leaves on the device (copies: the float64 CPU inputs stay untouched).
+std::array<at::Tensor, 5> leaves(const Inputs& in, const at::Device& device, at::ScalarType dtype) {
   std::array<at::Tensor, 5> x;
   const at::Tensor* sources[5] = {&in.q, &in.k, &in.v, &in.beta, &in.g};
-  for (int i = 0; i < 5; ++i) x[i] = sources[i]->to(device, dtype, /*non_blocking=*/false, /*copy=*/true).requires_grad_(true);
+  for (int i = 0; i < 5; ++i) x[i] = sources[i]->to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+  return x;
+}
+
+Run forward_backward(const DeltaRule& rule, const Inputs& in, at::ScalarType dtype, const at::Device& device) {
+  std::array<at::Tensor, 5> x = leaves(in, device, dtype);
+  for (at::Tensor& t : x) t.requires_grad_(true);
   Run r;
   r.out = rule(x[0], x[1], x[2], x[3], x[4]);
   r.out.backward(in.dO.to(device, dtype));
@@ -96,9 +103,7 @@ double median_ms(int64_t repeats, const at::Device& device, const std::function<
 }
 
 DeltaRuleTiming time_rule(const DeltaRule& rule, const Inputs& in, const at::Device& device, int64_t repeats) {
-  std::array<at::Tensor, 5> x;
-  const at::Tensor* sources[5] = {&in.q, &in.k, &in.v, &in.beta, &in.g};
-  for (int i = 0; i < 5; ++i) x[i] = sources[i]->to(device, at::kFloat).contiguous();
+  const std::array<at::Tensor, 5> x = leaves(in, device, at::kFloat);
   const at::Tensor dO = in.dO.to(device, at::kFloat);
   DeltaRuleTiming t;
   t.forward_ms = median_ms(repeats, device, [&] {
@@ -106,9 +111,9 @@ DeltaRuleTiming time_rule(const DeltaRule& rule, const Inputs& in, const at::Dev
     rule(x[0], x[1], x[2], x[3], x[4]);
   });
   t.training_ms = median_ms(repeats, device, [&] {
-    std::array<at::Tensor, 5> leaves;
-    for (int i = 0; i < 5; ++i) leaves[i] = x[i].detach().requires_grad_(true);
-    rule(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4]).backward(dO);
+    std::array<at::Tensor, 5> fresh;
+    for (int i = 0; i < 5; ++i) fresh[i] = x[i].detach().requires_grad_(true);
+    rule(fresh[0], fresh[1], fresh[2], fresh[3], fresh[4]).backward(dO);
   });
   return t;
 }
