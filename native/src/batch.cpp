@@ -66,6 +66,20 @@ void check_row(const RowInput& row, size_t index, const Qwen35Config& config, in
                       << " image(s) need " << expected << " (gh*gw/" << merge2 << " each)");
 }
 
+// The images' patches in one host buffer of the model dtype, converted while copied (the tower casts its float32
+// input to its dtype first, qwen35.md §11: the same rounding, done here on this thread instead of on the device).
+at::Tensor concatenated_pixels(const std::vector<at::Tensor>& pixels, at::ScalarType dtype, const DeviceUpload& upload) {
+  int64_t patches = 0;
+  for (const at::Tensor& p : pixels) patches += p.size(0);
+  at::Tensor out = upload.host_buffer({patches, pixels.front().size(1)}, dtype);
+  int64_t offset = 0;
+  for (const at::Tensor& p : pixels) {
+    out.narrow(0, offset, p.size(0)).copy_(p);
+    offset += p.size(0);
+  }
+  return out;
+}
+
 }  // namespace
 
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
@@ -100,7 +114,7 @@ PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Confi
       b.image_keys.push_back(img.cache_key);
       b.image_cached.push_back(is_cached(img, cache));
       if (b.image_cached.back()) continue;
-      pixels.push_back(img.pixel_values.to(at::kFloat));
+      pixels.push_back(img.pixel_values);
       b.fresh_grids.push_back(img.grid);
     }
     positions.select(1, r).narrow(1, 0, len).copy_(mrope_position_ids(row_ids, grids, config.image_token_id, merge));
@@ -111,16 +125,19 @@ PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Confi
       tg[r][j] = row.input_ids[row.score_start + j];
     }
   }
-  b.input_ids = ids.to(device);
-  b.position_ids = positions.to(device);
-  b.logit_positions = logit_positions.to(device);
-  b.targets = targets.to(device);
+  b.upload = std::make_shared<DeviceUpload>(device);
+  DeviceUpload& upload = *b.upload;
+  b.input_ids = upload.copy(ids);
+  b.position_ids = upload.copy(positions);
+  b.logit_positions = upload.copy(logit_positions);
+  b.targets = upload.copy(targets);
   if (*std::min_element(b.lengths.begin(), b.lengths.end()) < b.L) {
     at::Tensor mask = at::zeros({b.B, b.L}, at::TensorOptions().dtype(dtype));
     for (int64_t r = 0; r < b.B; ++r) mask[r].narrow(0, 0, b.lengths[r]).fill_(1);
-    b.padding_mask = mask.to(device);
+    b.padding_mask = upload.copy(mask);
   }
-  if (!pixels.empty()) b.pixel_values = at::cat(pixels, 0);
+  if (!pixels.empty()) b.pixel_values = upload.copy(concatenated_pixels(pixels, dtype, upload));
+  upload.finish();
   return b;
 }
 

@@ -3,9 +3,11 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <vector>
 
 #include "config.h"
+#include "device_upload.h"
 #include "vision_cache.h"
 
 namespace rlloop {
@@ -36,13 +38,15 @@ struct PreparedBatch {
   std::vector<int64_t> image_tokens;  // LLM tokens per image (t*gh*gw / merge²)
   std::vector<std::string> image_keys;  // VisionCache key per image ("" none)
   std::vector<bool> image_cached;       // its features were in the cache when the batch was prepared
-  at::Tensor pixel_values;       // [patches, C*T*P*P] float32 CPU of the images not cached, in order; undefined if none
+  at::Tensor pixel_values;       // [patches, C*T*P*P] model dtype: the images not cached, in order; undefined if none
   std::vector<Grid> fresh_grids;  // the grids of those images
   at::Tensor vision_features;    // [sum image_tokens, hidden] model dtype; assembled once, on first use
+  std::shared_ptr<DeviceUpload> upload;  // the tensors above reached the device through it: ready() before use
 };
 
 // Validates the rows against the config (ids in the vocabulary, image runs vs grids, equal K, score range) and builds
-// the batch on `device`. Images whose cache_key is in `cache` need no pixels (theirs are dropped if given).
+// the batch on `device` (on CUDA its copies are still in flight: batch.upload->ready() before use). Runs on a thread
+// of its own, concurrently with the model's worker. Images whose cache_key is in `cache` need no pixels (theirs are dropped if given).
 // Errors name the row and what is wrong.
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
                             at::Device device, const void* owner, const VisionCache* cache);

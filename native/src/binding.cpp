@@ -115,6 +115,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       : Napi::ObjectWrap<ModelWrap>(info) {
     require_internal(info, "NativeModel", "Model.load()");
     runner = std::make_unique<AsyncRunner>(info.Env());
+    prepare_runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);
   }
 
   // loadModel(dir, device, dtype, checkpointing): Promise<NativeModel>
@@ -144,6 +145,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   std::unique_ptr<AsyncRunner> runner;
+  // prepare() runs here, beside the worker: the next batch is collated and uploaded while the current one computes
+  // (device_upload.h). It only reads the model's config and its thread-safe vision cache.
+  std::unique_ptr<AsyncRunner> prepare_runner;
   std::shared_ptr<ModelSession> session;
   std::vector<std::string> module_paths;
   std::set<std::string> names;  // adapter names as the JS thread sees them (the worker applies changes in order)
@@ -251,7 +255,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
       }
     }
     auto s = session;
-    return runner->run(env, "prepare", Value(), [s, rows = std::move(rows)]() -> JsResult {
+    return prepare_runner->run(env, "prepare", Value(), [s, rows = std::move(rows)]() -> JsResult {
       auto batch = s->prepare(rows);
       return [batch](Napi::Env env) -> Napi::Value {
         Napi::Object object = addon(env).batch_class.New({internal_token(env)});
@@ -485,7 +489,7 @@ class GroupWrap : public Napi::ObjectWrap<GroupWrap> {
 
   explicit GroupWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GroupWrap>(info) {
     require_internal(info, "NativeProcessGroup", "ProcessGroup.init()");
-    runner = std::make_unique<AsyncRunner>(info.Env());
+    runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);  // the model's worker is
   }
 
   static Napi::Value Init(const Napi::CallbackInfo& info) {

@@ -12,7 +12,8 @@ namespace rlloop {
 #ifdef RLLOOP_CUDA
 namespace {
 
-constexpr std::array<std::string_view, 6> kKernelNames = {"conv", "solve", "norm", "qkv_heads", "swiglu", "delta_rule"};
+constexpr std::array<std::string_view, 7> kKernelNames = {"conv",   "solve",      "norm",       "qkv_heads",
+                                                          "swiglu", "delta_rule", "vision_rope"};
 
 std::string_view trim(std::string_view s) {
   const auto space = [](char c) { return c == ' ' || c == '\t'; };

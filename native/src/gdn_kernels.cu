@@ -3,6 +3,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <type_traits>
+
 #include "cuda_device_helpers.cuh"
 
 namespace rlloop::cuda {
@@ -10,87 +12,192 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Eight consecutive channels of one token per thread (one 16-byte load per tap for bf16, cuda_device_helpers.cuh):
-// neighbouring threads take neighbouring channel groups, so every tap is a coalesced read, and the K taps of a
-// token hit the cache lines the previous token's thread read. Index arithmetic in 32 bits (the launcher checks
-// the size).
+// The causal conv kernels: each thread takes eight consecutive channels (one 16-byte pack for bf16,
+// cuda_device_helpers.cuh) of one row over a tile of kTile consecutive tokens, walked in order with the last K
+// inputs in registers, so each input is read once (plus a K − 1 halo per tile) and the taps once per thread. (The
+// first version, a thread per token, read every input K times and the taps once per token: ~7x the memory time.)
+// Neighbouring threads take neighbouring channel groups of the same tile, so each load of a warp is one contiguous
+// run. Index arithmetic in 32 bits (the launcher checks the size); K is a template parameter (1..kMaxTaps) so the
+// windows stay in registers.
+constexpr int kTile = 16;
+constexpr int kMaxTaps = kCausalConvMaxTaps;
 
-// acc[e] = Σ_j w[c0 + e, j] · x[t - K + 1 + j, c0 + e], then rounded to T (conv1d's output dtype).
-template <typename T>
-__device__ __forceinline__ void causal_conv8(const T* __restrict__ x, const T* __restrict__ w, uint32_t token,
-                                             uint32_t t, uint32_t c0, uint32_t C, int K, float (&pre)[kVec]) {
-  float acc[kVec] = {};
-  for (int j = 0; j < K; ++j) {
-    const uint32_t back = K - 1 - j;  // tap j reads token t - back
-    if (t < back) continue;
-    const Pack<T> xv = load_pack(x + (token - back) * C + c0);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) acc[e] += static_cast<float>(w[(c0 + e) * K + j]) * static_cast<float>(xv.v[e]);
-  }
-#pragma unroll
-  for (int e = 0; e < kVec; ++e) pre[e] = static_cast<float>(static_cast<T>(acc[e]));
-}
+struct ConvThread {
+  uint32_t row_start;  // index of token (b, 0) in [B·L]
+  uint32_t t0;         // first token of the tile
+  uint32_t c0;         // first of the eight channels
+};
 
-// This thread's eight channels: the token (b·L + t) they belong to, the first channel c0 and the position t in
-// the row; false past the last group.
-__device__ __forceinline__ bool channel_group(uint32_t L, uint32_t C, uint32_t groups, uint32_t& token,
-                                              uint32_t& c0, uint32_t& t) {
+// This thread's row, tile and channels; false past the last one.
+__device__ __forceinline__ bool conv_thread(uint32_t B, uint32_t L, uint32_t C, ConvThread& ct) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g >= groups) return false;
-  const uint32_t per_token = C / kVec;
-  token = g / per_token;
-  c0 = (g % per_token) * kVec;
-  t = token % L;
+  const uint32_t groups = C / kVec, tiles = (L + kTile - 1) / kTile;
+  if (g >= B * tiles * groups) return false;
+  const uint32_t group = g % groups, rest = g / groups;
+  ct.c0 = group * kVec;
+  ct.t0 = (rest % tiles) * kTile;
+  ct.row_start = (rest / tiles) * L;
   return true;
 }
 
-template <typename T>
-__global__ void conv_silu_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ out,
-                                         uint32_t L, uint32_t C, int K, uint32_t groups) {
-  uint32_t token, c0, t;
-  if (!channel_group(L, C, groups, token, c0, t)) return;
-  float pre[kVec];
-  causal_conv8(x, w, token, t, c0, C, K, pre);
-  Pack<T> o;
+// The taps of channels c0..c0+7: w is [C, K], so they are K·8 consecutive values (K 16-byte packs).
+template <typename T, int K>
+__device__ __forceinline__ void load_taps(const T* __restrict__ w, uint32_t c0, T (&taps)[K][kVec]) {
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(silu(pre[e]));
-  store_pack(out + token * C + c0, o);
-}
-
-// d/dpre silu(pre) · grad_out, rounded to the dtype as autograd's SiluBackward is; pre recomputed from x.
-template <typename T>
-__global__ void conv_silu_grad_pre_kernel(const T* __restrict__ grad_out, const T* __restrict__ x,
-                                          const T* __restrict__ w, T* __restrict__ grad_pre, uint32_t L, uint32_t C,
-                                          int K, uint32_t groups) {
-  uint32_t token, c0, t;
-  if (!channel_group(L, C, groups, token, c0, t)) return;
-  float pre[kVec];
-  causal_conv8(x, w, token, t, c0, C, K, pre);
-  const Pack<T> go = load_pack(grad_out + token * C + c0);
-  Pack<T> o;
+  for (int p = 0; p < K; ++p) {
+    const Pack<T> v = load_pack(w + c0 * K + p * kVec);
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(silu_grad(static_cast<float>(go.v[e]), pre[e]));
-  store_pack(grad_pre + token * C + c0, o);
-}
-
-// grad_x[t] = Σ_j w[j] · grad_pre[t + K - 1 - j] (the transposed causal conv), float32 accumulation.
-template <typename T>
-__global__ void conv_input_grad_kernel(const T* __restrict__ grad_pre, const T* __restrict__ w, T* __restrict__ grad_x,
-                                       uint32_t L, uint32_t C, int K, uint32_t groups) {
-  uint32_t token, c0, t;
-  if (!channel_group(L, C, groups, token, c0, t)) return;
-  float acc[kVec] = {};
-  for (int j = 0; j < K; ++j) {
-    const uint32_t ahead = K - 1 - j;  // output t + ahead read this token through tap j
-    if (t + ahead >= L) continue;
-    const Pack<T> gv = load_pack(grad_pre + (token + ahead) * C + c0);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) acc[e] += static_cast<float>(w[(c0 + e) * K + j]) * static_cast<float>(gv.v[e]);
+    for (int i = 0; i < kVec; ++i) {
+      const int m = p * kVec + i;  // element m of the run = channel m / K, tap m % K
+      taps[m % K][m / K] = v.v[i];
+    }
   }
-  Pack<T> o;
+}
+
+template <typename T>
+__device__ __forceinline__ Pack<T> zero_pack() {
+  Pack<T> z;
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(acc[e]);
-  store_pack(grad_x + token * C + c0, o);
+  for (int e = 0; e < kVec; ++e) z.v[e] = static_cast<T>(0.0f);
+  return z;
+}
+
+// pre[e] = round_T(Σ_j taps[j][e] · window[j][e]), window[K − 1] the current token; taps before the row's start
+// hold zeros (a causal conv's left padding), so they add nothing.
+template <typename T, int K>
+__device__ __forceinline__ void conv_window(const T (&taps)[K][kVec], const Pack<T> (&window)[K], float (&pre)[kVec]) {
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) acc += static_cast<float>(taps[j][e]) * static_cast<float>(window[j].v[e]);
+    pre[e] = static_cast<float>(static_cast<T>(acc));
+  }
+}
+
+template <typename P, int K>
+__device__ __forceinline__ void shift(P (&window)[K]) {
+#pragma unroll
+  for (int j = 0; j + 1 < K; ++j) window[j] = window[j + 1];
+}
+
+// out = silu(conv(x)) over the thread's tile; kFull: the tile lies inside the row (no bound checks, so the
+// compiler may issue the tile's loads ahead of the arithmetic).
+template <typename T, int K, bool kFull>
+__device__ __forceinline__ void conv_silu_forward_tile(const T* __restrict__ x, const T (&taps)[K][kVec],
+                                                       T* __restrict__ out, uint32_t L, uint32_t C,
+                                                       const ConvThread& ct) {
+  Pack<T> window[K];  // inputs t − K + 1 .. t
+#pragma unroll
+  for (int j = 0; j + 1 < K; ++j) {
+    const int t = static_cast<int>(ct.t0) - (K - 1) + j;
+    window[j + 1] = t >= 0 ? load_pack(x + (ct.row_start + t) * C + ct.c0) : zero_pack<T>();
+  }
+#pragma unroll
+  for (int i = 0; i < kTile; ++i) {
+    const uint32_t t = ct.t0 + i;
+    if (!kFull && t >= L) break;
+    shift(window);
+    window[K - 1] = load_pack(x + (ct.row_start + t) * C + ct.c0);
+    float pre[kVec];
+    conv_window<T, K>(taps, window, pre);
+    Pack<T> o;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) o.v[e] = static_cast<T>(silu(pre[e]));
+    store_pack(out + (ct.row_start + t) * C + ct.c0, o);
+  }
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) conv_silu_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                                     T* __restrict__ out, uint32_t B, uint32_t L,
+                                                                     uint32_t C) {
+  ConvThread ct;
+  if (!conv_thread(B, L, C, ct)) return;
+  T taps[K][kVec];
+  load_taps<T, K>(w, ct.c0, taps);
+  if (ct.t0 + kTile <= L) conv_silu_forward_tile<T, K, true>(x, taps, out, L, C, ct);
+  else conv_silu_forward_tile<T, K, false>(x, taps, out, L, C, ct);
+}
+
+// grad_x[t] = Σ_j w[j] · grad_pre[t + K − 1 − j] with grad_pre = silu'(pre) · grad_out rounded to T (autograd's
+// SiluBackward output in the model dtype) and pre recomputed from x: grad_pre of tokens t0 .. t0 + kTile + K − 2
+// are computed in order (the last K kept), each grad_x as soon as its K inputs are there. float32 accumulation.
+// kFull: the tile and its halo lie inside the row.
+template <typename T, int K, bool kFull>
+__device__ __forceinline__ void conv_silu_backward_tile(const T* __restrict__ grad_out, const T* __restrict__ x,
+                                                        const T (&taps)[K][kVec], T* __restrict__ grad_x, uint32_t L,
+                                                        uint32_t C, const ConvThread& ct) {
+  Pack<T> window[K];    // inputs s − K + 1 .. s
+  Pack<T> grad_pre[K];  // grad_pre of s − K + 1 .. s (zero past the row's end)
+#pragma unroll
+  for (int j = 0; j + 1 < K; ++j) {
+    const int s = static_cast<int>(ct.t0) - (K - 1) + j;
+    window[j + 1] = s >= 0 ? load_pack(x + (ct.row_start + s) * C + ct.c0) : zero_pack<T>();
+    grad_pre[j + 1] = zero_pack<T>();  // before t0: never read by this tile's outputs
+  }
+#pragma unroll
+  for (int i = 0; i < kTile + K - 1; ++i) {
+    const uint32_t s = ct.t0 + i;
+    const uint32_t t = s - (K - 1);  // the output completed by grad_pre[s] (valid from i = K − 1 on)
+    if (!kFull && i >= K - 1 && t >= L) break;
+    shift(window);
+    shift(grad_pre);
+    if (kFull || s < L) {
+      window[K - 1] = load_pack(x + (ct.row_start + s) * C + ct.c0);
+      float pre[kVec];
+      conv_window<T, K>(taps, window, pre);
+      const Pack<T> go = load_pack(grad_out + (ct.row_start + s) * C + ct.c0);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) grad_pre[K - 1].v[e] = static_cast<T>(silu_grad(static_cast<float>(go.v[e]), pre[e]));
+    } else {
+      grad_pre[K - 1] = zero_pack<T>();
+    }
+    if (i < K - 1) continue;
+    Pack<T> o;  // grad_pre[m] is token t + m; tap j of output t + K − 1 − j read token t
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < K; ++j) acc += static_cast<float>(taps[j][e]) * static_cast<float>(grad_pre[K - 1 - j].v[e]);
+      o.v[e] = static_cast<T>(acc);
+    }
+    store_pack(grad_x + (ct.row_start + t) * C + ct.c0, o);
+  }
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) conv_silu_backward_kernel(const T* __restrict__ grad_out,
+                                                                      const T* __restrict__ x, const T* __restrict__ w,
+                                                                      T* __restrict__ grad_x, uint32_t B, uint32_t L,
+                                                                      uint32_t C) {
+  ConvThread ct;
+  if (!conv_thread(B, L, C, ct)) return;
+  T taps[K][kVec];
+  load_taps<T, K>(w, ct.c0, taps);
+  if (ct.t0 + kTile + K - 1 <= L) conv_silu_backward_tile<T, K, true>(grad_out, x, taps, grad_x, L, C, ct);
+  else conv_silu_backward_tile<T, K, false>(grad_out, x, taps, grad_x, L, C, ct);
+}
+
+// Calls f(std::integral_constant<int, K>{}) for the runtime tap count K (1..kMaxTaps).
+template <typename F>
+void with_taps(int K, F&& f) {
+  switch (K) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: TORCH_CHECK(false, "causal conv: kernel size ", K, " is outside 1..", kMaxTaps);
+  }
+}
+
+uint32_t conv_blocks(int64_t B, int64_t L, int64_t C) {
+  const int64_t threads = B * ((L + kTile - 1) / kTile) * (C / kVec);
+  return static_cast<uint32_t>((threads + kThreads - 1) / kThreads);
 }
 
 void check_conv_args(const at::Tensor& x, const at::Tensor& w) {
@@ -98,9 +205,12 @@ void check_conv_args(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(x.size(2) % kVec == 0 && x.numel() < (int64_t{1} << 31), "causal conv: C must be a multiple of 8 and x under 2^31 elements");
   TORCH_CHECK(w.dim() == 2 && w.size(0) == x.size(2) && w.is_contiguous() && w.scalar_type() == x.scalar_type(),
               "causal conv: w must be a contiguous [C, K] of x's dtype");
+  TORCH_CHECK(w.size(1) >= 1 && w.size(1) <= kMaxTaps, "causal conv: kernel size must be 1..", kMaxTaps);
+  const auto pack_aligned = [&](const at::Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data_ptr()) % (kVec * t.element_size()) == 0;
+  };
+  TORCH_CHECK(pack_aligned(x) && pack_aligned(w), "causal conv: x and w must be aligned to 8 elements");
 }
-
-uint32_t blocks_for(int64_t threads) { return static_cast<uint32_t>((threads + kThreads - 1) / kThreads); }
 
 // 64 = the delta rule's chunk size. One block per system; A (transposed for the transposed solve, so the inner
 // loop always walks a row) sits in shared memory and is read by every thread at the same address (a broadcast);
@@ -176,14 +286,15 @@ __global__ void __launch_bounds__(kThreads) unit_lower_solve_kernel(const float*
 at::Tensor causal_conv_silu_forward(const at::Tensor& x, const at::Tensor& w) {
   check_conv_args(x, w);
   at::Tensor out = at::empty_like(x);
-  const int64_t total = x.numel();
-  if (total == 0) return out;
+  if (x.numel() == 0) return out;
   auto stream = at::cuda::getCurrentCUDAStream();
-  const auto groups = static_cast<uint32_t>(total / kVec);
+  const int64_t B = x.size(0), L = x.size(1), C = x.size(2);
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "causal_conv_silu_forward", [&] {
-    conv_silu_forward_kernel<scalar_t><<<blocks_for(groups), kThreads, 0, stream>>>(
-        x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), static_cast<uint32_t>(x.size(1)),
-        static_cast<uint32_t>(x.size(2)), static_cast<int>(w.size(1)), groups);
+    with_taps(static_cast<int>(w.size(1)), [&](auto taps) {
+      conv_silu_forward_kernel<scalar_t, decltype(taps)::value><<<conv_blocks(B, L, C), kThreads, 0, stream>>>(
+          x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), static_cast<uint32_t>(B),
+          static_cast<uint32_t>(L), static_cast<uint32_t>(C));
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
@@ -193,22 +304,19 @@ at::Tensor causal_conv_silu_backward(const at::Tensor& grad_out_in, const at::Te
   check_conv_args(x, w);
   at::Tensor grad_out = grad_out_in.to(x.scalar_type()).contiguous();
   TORCH_CHECK(grad_out.sizes() == x.sizes(), "causal conv backward: grad_out must have x's shape");
-  at::Tensor grad_pre = at::empty_like(x), grad_x = at::empty_like(x);
-  const int64_t total = x.numel();
-  if (total == 0) return grad_x;
+  if (reinterpret_cast<uintptr_t>(grad_out.data_ptr()) % (kVec * grad_out.element_size()) != 0) grad_out = grad_out.clone();
+  at::Tensor grad_x = at::empty_like(x);
+  if (x.numel() == 0) return grad_x;
   auto stream = at::cuda::getCurrentCUDAStream();
-  const auto L = static_cast<uint32_t>(x.size(1)), C = static_cast<uint32_t>(x.size(2));
-  const int K = static_cast<int>(w.size(1));
-  const auto groups = static_cast<uint32_t>(total / kVec);
+  const int64_t B = x.size(0), L = x.size(1), C = x.size(2);
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "causal_conv_silu_backward", [&] {
-    conv_silu_grad_pre_kernel<scalar_t><<<blocks_for(groups), kThreads, 0, stream>>>(
-        grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), grad_pre.data_ptr<scalar_t>(),
-        L, C, K, groups);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    conv_input_grad_kernel<scalar_t><<<blocks_for(groups), kThreads, 0, stream>>>(
-        grad_pre.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(), L, C, K, groups);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    with_taps(static_cast<int>(w.size(1)), [&](auto taps) {
+      conv_silu_backward_kernel<scalar_t, decltype(taps)::value><<<conv_blocks(B, L, C), kThreads, 0, stream>>>(
+          grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), grad_x.data_ptr<scalar_t>(),
+          static_cast<uint32_t>(B), static_cast<uint32_t>(L), static_cast<uint32_t>(C));
+    });
   });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad_x;
 }
 

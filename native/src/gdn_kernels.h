@@ -7,6 +7,9 @@
 
 namespace rlloop::cuda {
 
+// The conv kernels' largest kernel size (taps live in registers); gdn_ops.h falls back to ATen above it.
+inline constexpr int kCausalConvMaxTaps = 8;
+
 // out[b, t, c] = silu(round(Σ_j w[c, j] · x[b, t - K + 1 + j, c])) with x[t < 0] = 0; x [B, L, C] contiguous,
 // w [C, K] in x's dtype (float32 or bfloat16), accumulation in float32, rounded to x's dtype before the SiLU as
 // conv1d-then-silu is.

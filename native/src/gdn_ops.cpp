@@ -67,6 +67,7 @@ struct UnitLowerSolve : public torch::autograd::Function<UnitLowerSolve> {
 at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 #ifdef RLLOOP_CUDA
   if (x.is_cuda() && cuda_kernel_enabled("conv") && x.is_contiguous() && !weight.requires_grad() &&
+      weight.size(2) <= cuda::kCausalConvMaxTaps &&
       (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat)) {
     at::Tensor w = weight.reshape({weight.size(0), weight.size(2)}).to(x.scalar_type()).contiguous();
     return CausalConvSilu::apply(x, w);

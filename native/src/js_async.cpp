@@ -50,8 +50,8 @@ void mark_finalized(Napi::Env, AliveFlag* alive, AsyncRunner*) {
 }
 }  // namespace
 
-AsyncRunner::AsyncRunner(Napi::Env env)
-    : worker_(std::make_unique<Worker>()),
+AsyncRunner::AsyncRunner(Napi::Env env, bool profiled)
+    : worker_(std::make_unique<Worker>(profiled)),
       tsfn_(Tsfn::New(env, "rlloop-native", 0, 1, this, mark_finalized, new AliveFlag(tsfn_alive_))) {
   tsfn_.Unref(env);  // an idle model must not keep the process alive; run() refs while work is pending
 }

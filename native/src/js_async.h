@@ -18,7 +18,8 @@ using JsResult = std::function<Napi::Value(Napi::Env)>;  // runs on the JS threa
 
 class AsyncRunner {
  public:
-  explicit AsyncRunner(Napi::Env env);
+  // `profiled`: see Worker.
+  explicit AsyncRunner(Napi::Env env, bool profiled = true);
   ~AsyncRunner();  // lets the running task finish, joins the worker, releases the thread-safe function
   AsyncRunner(const AsyncRunner&) = delete;
   AsyncRunner& operator=(const AsyncRunner&) = delete;

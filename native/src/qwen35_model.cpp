@@ -152,6 +152,7 @@ std::vector<at::Tensor> Qwen35Model::trainable_tensors(size_t layer, const std::
 
 ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& options) {
   RLLOOP_CHECK(batch.owner == this, Invalid, "the batch was prepared by another model");
+  if (batch.upload) batch.upload->ready();  // prepared on another thread: its copies may still be in flight
   ForwardOutput out;
   LayerInputs in;
   in.rotary = rotary_->tables(batch.position_ids, dtype_);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "check.h"
+#include "vision_rope.h"
 
 namespace rlloop {
 namespace {
@@ -57,11 +58,6 @@ AxisTaps bilinear_taps(int64_t index, int64_t size, int64_t side) {
     taps.weight[o] = std::max(1.0f - distance, 0.0f);
   }
   return taps;
-}
-
-at::Tensor rotate_half(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
 }  // namespace
@@ -189,12 +185,8 @@ at::Tensor VisionTower::attention(const Block& block, const at::Tensor& x, const
                                   const std::vector<int64_t>& segment_lengths) const {
   const int64_t N = x.size(0), H = config_.num_heads, d = head_dim_;
   const at::Tensor qkv = at::linear(x, block.qkv.weight, block.qkv.bias).view({N, 3, H, d});
-  const at::Tensor cos_h = cos.unsqueeze(1), sin_h = sin.unsqueeze(1);  // [N, 1, d]
-  auto rotate = [&](const at::Tensor& t) {
-    const at::Tensor f = t.to(at::kFloat);
-    return (f * cos_h + rotate_half(f) * sin_h).to(dtype_);
-  };
-  const at::Tensor q = rotate(qkv.select(1, 0)), k = rotate(qkv.select(1, 1)), v = qkv.select(1, 2);  // [N, H, d]
+  const auto [q, k] = vision_rope(qkv, cos, sin);  // [N, H, d]
+  const at::Tensor v = qkv.select(1, 2);
   const double scale = std::pow(static_cast<double>(d), -0.5);
 
   std::vector<at::Tensor> outputs;

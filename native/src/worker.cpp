@@ -2,7 +2,8 @@
 
 namespace rlloop {
 
-Worker::Worker() : thread_([this] { run(); }) {}
+Worker::Worker(bool profiled)
+    : profiler_(profiled ? std::make_unique<TaskProfiler>() : nullptr), thread_([this] { run(); }) {}
 
 Worker::~Worker() {
   std::deque<Task> dropped;
@@ -34,11 +35,11 @@ void Worker::run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    profiler_.before_task(task.operation);
+    if (profiler_) profiler_->before_task(task.operation);
     task.run();  // tasks catch their own exceptions (see js_async.cpp)
-    profiler_.after_task();
+    if (profiler_) profiler_->after_task();
   }
-  profiler_.close();
+  if (profiler_) profiler_->close();
 }
 
 }  // namespace rlloop

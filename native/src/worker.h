@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,7 +15,9 @@ namespace rlloop {
 
 class Worker {
  public:
-  Worker();
+  // `profiled`: whether RLLOOP_PROFILE_* windows count this worker's tasks (only the model's compute worker is; the
+  // Kineto profiler is one per process).
+  explicit Worker(bool profiled = true);
   // Lets the running task finish, drops the tasks that have not started (destroying them on the calling thread),
   // and joins.
   ~Worker();
@@ -33,7 +36,7 @@ class Worker {
   };
   std::deque<Task> queue_;
   bool stopping_ = false;
-  TaskProfiler profiler_;
+  std::unique_ptr<TaskProfiler> profiler_;  // null when not profiled
   std::thread thread_;
 
   void run();
