@@ -9,7 +9,9 @@ ROWS=${1:-16}
 MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-rows
 bash bench/gpu/ensure-addon.sh "$OUT/build.log"
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL"
-[ -f "$DATA/rows.json" ] || python3 bench/gpu/make_rows.py "$DATA" --rows "$ROWS"
+# the row set is shared with kernel_check.sh, which may have written fewer rows: regenerate unless it has ROWS
+[ -f "$DATA/rows.json" ] && [ "$(python3 -c "import json;print(len(json.load(open('$DATA/rows.json'))))")" -eq "$ROWS" ] ||
+  python3 bench/gpu/make_rows.py "$DATA" --rows "$ROWS"
 python3 bench/gpu/hf_logprobs.py "$MODEL" "$DATA" "$OUT/hf_fp32.json" --dtype float32
 python3 bench/gpu/hf_logprobs.py "$MODEL" "$DATA" "$OUT/hf_bf16.json" --dtype bfloat16
 node bench/gpu/native_logprobs.mjs "$MODEL" "$DATA" "$OUT/rlloop_bf16.json" --dtype bfloat16
