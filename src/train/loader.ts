@@ -17,8 +17,12 @@ export interface DataWait {
   ms: number;
 }
 
-/** Yields each group of indices as a prepared batch, preparing the next one while the caller works. */
-export async function* preparedBatches<R extends SftRow>(
+/**
+ * Yields each group of indices as a prepared batch, preparing the next one while the caller works. The first batch
+ * starts preparing at the call, not at the first iteration, so a caller can create the sequence before other setup
+ * (loading adapters: prepare() has a thread of its own) and find that batch ready.
+ */
+export function preparedBatches<R extends SftRow>(
   model: Model,
   collator: Collator,
   rows: R[],
@@ -31,14 +35,21 @@ export async function* preparedBatches<R extends SftRow>(
     const inputs = await Promise.all(picked.map((r) => collator.row(r, source)));
     return { rows: picked, indices, inputs, batch: await model.prepare(inputs) };
   };
-  let next = groups.length > 0 ? load(groups[0]!) : null;
-  for (let g = 0; g < groups.length; g++) {
-    const waitStart = performance.now();
-    const current = await next!;
-    wait.ms += performance.now() - waitStart;
-    next = g + 1 < groups.length ? load(groups[g + 1]!) : null;
-    // A rejected prefetch must not surface as an unhandled rejection while the caller is still busy.
-    next?.catch(() => undefined);
-    yield current;
-  }
+  // A rejected prefetch must not surface as an unhandled rejection while the caller is still busy.
+  const prefetch = (g: number): Promise<LoadedBatch<R>> | null => {
+    const pending = g < groups.length ? load(groups[g]!) : null;
+    pending?.catch(() => undefined);
+    return pending;
+  };
+  const first = prefetch(0);
+  return (async function* () {
+    let next = first;
+    for (let g = 0; g < groups.length; g++) {
+      const waitStart = performance.now();
+      const current = await next!;
+      wait.ms += performance.now() - waitStart;
+      next = prefetch(g + 1);
+      yield current;
+    }
+  })();
 }

@@ -18,7 +18,7 @@ import { writeJsonAtomic } from "./files.js";
 import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP, type TrainJob } from "./job.js";
 import { sameAdapter } from "./adapter-identity.js";
 import { CachedFrames } from "./cached-frames.js";
-import { preparedBatches, type DataWait } from "./loader.js";
+import { preparedBatches, type DataWait, type LoadedBatch } from "./loader.js";
 import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
 import { Progress, round2, secondsSince } from "./progress.js";
 import { loadPrompt } from "./prompt.js";
@@ -47,11 +47,13 @@ interface FixedLogprobs {
 export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
   const rows = await readRows(job.data, "ppo", "--data", job.imageBase);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
+  // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
+  const frozen = frozenPassBatches(ctx, model, collator, rows, job);
   await model.loadAdapter(POLICY, job.adapter!);
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
-  const fixed = await fixedLogprobs(ctx, model, collator, rows, job, refIsPolicy);
+  const fixed = await fixedLogprobs(ctx, model, frozen, rows, refIsPolicy);
   model.setTrainable(POLICY);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
   const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, modelDir);
@@ -89,6 +91,19 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
 }
 
+/** The frozen pass's batches (rows[rank::world], 2·batch rows each), the first one already being prepared. */
+interface FrozenPassBatches {
+  batches: AsyncGenerator<LoadedBatch<PpoRow>>;
+  count: number;
+  wait: DataWait;
+}
+
+function frozenPassBatches(ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob): FrozenPassBatches {
+  const wait: DataWait = { ms: 0 };
+  const groups = batches(strided(rows.map((_, i) => i), ctx.rank, ctx.world), 2 * job.batch);
+  return { batches: preparedBatches(model, collator, rows, groups, job.data, wait), count: groups.length, wait };
+}
+
 /**
  * Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank. When the
  * two adapters are the same (`shared`: a loop's first round) one pass gives both: the values are identical by definition.
@@ -96,22 +111,19 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
 async function fixedLogprobs(
   ctx: RankContext,
   model: Model,
-  collator: Collator,
+  frozen: FrozenPassBatches,
   rows: PpoRow[],
-  job: TrainJob,
   shared: boolean,
 ): Promise<FixedLogprobs> {
   const start = performance.now();
-  const wait: DataWait = { ms: 0 };
+  const { wait } = frozen;
   const n = rows[0]!.code.length;
-  const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
   const adapters = shared ? [POLICY] : [REFERENCE, POLICY];
   // zeros except this rank's rows, summed over ranks below; each batch is prepared once for both adapters
   const values = Object.fromEntries(adapters.map((a) => [a, new Float32Array(rows.length * n)]));
-  const groups = batches(mine, 2 * job.batch);
-  const progress = new Progress(ctx.log, "ppo fixed log-probs", groups.length, ctx.rank === 0);
+  const progress = new Progress(ctx.log, "ppo fixed log-probs", frozen.count, ctx.rank === 0);
   let step = 0;
-  for await (const b of preparedBatches(model, collator, rows, groups, job.data, wait)) {
+  for await (const b of frozen.batches) {
     for (const adapter of adapters) {
       const { logp, K } = await model.logprobs(b.batch, { adapter });
       b.indices.forEach((row, i) => values[adapter]!.set(logp.subarray(i * K, i * K + n), row * n));
@@ -126,7 +138,6 @@ async function fixedLogprobs(
   );
   return { old: out[POLICY]!, ref: shared ? out[POLICY]!.slice() : out[REFERENCE]!, n };
 }
-
 
 async function ppoEpoch(
   ctx: RankContext,
