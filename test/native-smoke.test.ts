@@ -109,6 +109,17 @@ describe("native smoke - loading and forward", () => {
     for (const v of together.logp) expect(v).toBeLessThan(0);
   });
 
+  test("prepare() runs beside the worker: batches prepared while another computes give the same log-probs", async () => {
+    const model = await Model.load(dirA, { device: "cpu", dtype: "float32" });
+    const [first, second, third] = [textRows([150, 71], 3), textRows([90, 130], 4), textRows([64], 5)];
+    const alone = await model.logprobs(await model.prepare(second), { adapter: null });
+    const busy = model.logprobs(await model.prepare(first), { adapter: null }); // the worker computes meanwhile
+    const [b2, b3] = await Promise.all([model.prepare(second), model.prepare(third)]);
+    const [, overlapped, last] = await Promise.all([busy, model.logprobs(b2, { adapter: null }), model.logprobs(b3, { adapter: null })]);
+    expect(Array.from(overlapped.logp)).toEqual(Array.from(alone.logp));
+    expect(last.logp).toHaveLength(4);
+  });
+
   test("config b (bfloat16 shards + index, a full-attention layer first) loads as float32 and as bfloat16", async () => {
     const dirB = await tinyModel("b");
     const rows = textRows([40, 33], 2);
