@@ -8,7 +8,9 @@ set -euo pipefail
 LOG=${1:-/tmp/rlloop-build.log}
 ADDON=native/build/Release/rlloop_native.node
 [ -f "$ADDON" ] && exit 0
-hash=$(cd native && LC_ALL=C cat CMakeLists.txt src/* | sha256sum | cut -c1-16)
+# the sources in byte order whatever the machine's locale (a glob sorts by the shell's collation: the host's and the
+# GPU machine's hashed the same tree differently)
+hash=$(cd native && printf '%s\n' CMakeLists.txt src/* | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
 if [ -f ".bench/addon/rlloop_native-$hash.node" ]; then
   mkdir -p "$(dirname "$ADDON")" && cp ".bench/addon/rlloop_native-$hash.node" "$ADDON"
   echo "addon: the carried build of sources $hash"

@@ -75,6 +75,18 @@ __device__ __forceinline__ void conv_window(const T (&taps)[K][kVec], const Pack
   }
 }
 
+// window[1 .. K − 1] = the inputs t0 − K + 1 .. t0 − 1 of the tile's row (zeros before its start: the causal
+// conv's left padding); window[0] is shifted out before the first use.
+template <typename T, int K>
+__device__ __forceinline__ void load_left_halo(const T* __restrict__ x, uint32_t C, const ConvThread& ct,
+                                               Pack<T> (&window)[K]) {
+#pragma unroll
+  for (int j = 0; j + 1 < K; ++j) {
+    const int t = static_cast<int>(ct.t0) - (K - 1) + j;
+    window[j + 1] = t >= 0 ? load_pack(x + (ct.row_start + t) * C + ct.c0) : zero_pack<T>();
+  }
+}
+
 template <typename P, int K>
 __device__ __forceinline__ void shift(P (&window)[K]) {
 #pragma unroll
@@ -88,11 +100,7 @@ __device__ __forceinline__ void conv_silu_forward_tile(const T* __restrict__ x, 
                                                        T* __restrict__ out, uint32_t L, uint32_t C,
                                                        const ConvThread& ct) {
   Pack<T> window[K];  // inputs t − K + 1 .. t
-#pragma unroll
-  for (int j = 0; j + 1 < K; ++j) {
-    const int t = static_cast<int>(ct.t0) - (K - 1) + j;
-    window[j + 1] = t >= 0 ? load_pack(x + (ct.row_start + t) * C + ct.c0) : zero_pack<T>();
-  }
+  load_left_halo<T, K>(x, C, ct, window);
 #pragma unroll
   for (int i = 0; i < kTile; ++i) {
     const uint32_t t = ct.t0 + i;
@@ -130,12 +138,9 @@ __device__ __forceinline__ void conv_silu_backward_tile(const T* __restrict__ gr
                                                         uint32_t C, const ConvThread& ct) {
   Pack<T> window[K];    // inputs s − K + 1 .. s
   Pack<T> grad_pre[K];  // grad_pre of s − K + 1 .. s (zero past the row's end)
+  load_left_halo<T, K>(x, C, ct, window);
 #pragma unroll
-  for (int j = 0; j + 1 < K; ++j) {
-    const int s = static_cast<int>(ct.t0) - (K - 1) + j;
-    window[j + 1] = s >= 0 ? load_pack(x + (ct.row_start + s) * C + ct.c0) : zero_pack<T>();
-    grad_pre[j + 1] = zero_pack<T>();  // before t0: never read by this tile's outputs
-  }
+  for (int j = 0; j < K; ++j) grad_pre[j] = zero_pack<T>();  // before t0: never read by this tile's outputs
 #pragma unroll
   for (int i = 0; i < kTile + K - 1; ++i) {
     const uint32_t s = ct.t0 + i;
