@@ -83,7 +83,8 @@ at::Tensor concatenated_pixels(const std::vector<at::Tensor>& pixels, at::Scalar
 }  // namespace
 
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
-                            at::Device device, const void* owner, const VisionCache* cache) {
+                            at::Device device, const void* owner, const VisionCache* cache,
+                            std::optional<c10::Stream> upload_stream) {
   RLLOOP_CHECK(!rows.empty(), Invalid, "prepare: no rows");
   PreparedBatch b;
   b.owner = owner;
@@ -125,7 +126,7 @@ PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Confi
       tg[r][j] = row.input_ids[row.score_start + j];
     }
   }
-  b.upload = std::make_shared<DeviceUpload>(device);
+  b.upload = std::make_shared<DeviceUpload>(device, upload_stream);
   DeviceUpload& upload = *b.upload;
   b.input_ids = upload.copy(ids);
   b.position_ids = upload.copy(positions);

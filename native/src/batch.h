@@ -39,16 +39,19 @@ struct PreparedBatch {
   std::vector<std::string> image_keys;  // VisionCache key per image ("" none)
   std::vector<bool> image_cached;       // its features were in the cache when the batch was prepared
   at::Tensor pixel_values;       // [patches, C*T*P*P] model dtype: the images not cached, in order; undefined if none
+                                 // (and released once vision_features is assembled)
   std::vector<Grid> fresh_grids;  // the grids of those images
   at::Tensor vision_features;    // [sum image_tokens, hidden] model dtype; assembled once, on first use
   std::shared_ptr<DeviceUpload> upload;  // the tensors above reached the device through it: ready() before use
 };
 
 // Validates the rows against the config (ids in the vocabulary, image runs vs grids, equal K, score range) and builds
-// the batch on `device` (on CUDA its copies are still in flight: batch.upload->ready() before use). Runs on a thread
+// the batch on `device` (on CUDA its copies are still in flight on `upload_stream`, the model's
+// DeviceUpload::side_stream: batch.upload->ready() before use). Runs on a thread
 // of its own, concurrently with the model's worker. Images whose cache_key is in `cache` need no pixels (theirs are dropped if given).
 // Errors name the row and what is wrong.
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
-                            at::Device device, const void* owner, const VisionCache* cache);
+                            at::Device device, const void* owner, const VisionCache* cache,
+                            std::optional<c10::Stream> upload_stream);
 
 }  // namespace rlloop

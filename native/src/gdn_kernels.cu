@@ -211,9 +211,6 @@ void check_conv_args(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(w.dim() == 2 && w.size(0) == x.size(2) && w.is_contiguous() && w.scalar_type() == x.scalar_type(),
               "causal conv: w must be a contiguous [C, K] of x's dtype");
   TORCH_CHECK(w.size(1) >= 1 && w.size(1) <= kMaxTaps, "causal conv: kernel size must be 1..", kMaxTaps);
-  const auto pack_aligned = [&](const at::Tensor& t) {
-    return reinterpret_cast<uintptr_t>(t.data_ptr()) % (kVec * t.element_size()) == 0;
-  };
   TORCH_CHECK(pack_aligned(x) && pack_aligned(w), "causal conv: x and w must be aligned to 8 elements");
 }
 
@@ -307,9 +304,8 @@ at::Tensor causal_conv_silu_forward(const at::Tensor& x, const at::Tensor& w) {
 
 at::Tensor causal_conv_silu_backward(const at::Tensor& grad_out_in, const at::Tensor& x, const at::Tensor& w) {
   check_conv_args(x, w);
-  at::Tensor grad_out = grad_out_in.to(x.scalar_type()).contiguous();
+  const at::Tensor grad_out = packed_gradient(grad_out_in, x);
   TORCH_CHECK(grad_out.sizes() == x.sizes(), "causal conv backward: grad_out must have x's shape");
-  if (reinterpret_cast<uintptr_t>(grad_out.data_ptr()) % (kVec * grad_out.element_size()) != 0) grad_out = grad_out.clone();
   at::Tensor grad_x = at::empty_like(x);
   if (x.numel() == 0) return grad_x;
   auto stream = at::cuda::getCurrentCUDAStream();

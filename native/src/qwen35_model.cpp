@@ -102,6 +102,7 @@ const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
     parts.push_back(mine);
   }
   batch.vision_features = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+  batch.pixel_values = at::Tensor();  // never read again: the features are kept on the batch
   return batch.vision_features;
 }
 

@@ -35,7 +35,8 @@ ModelSession::ModelSession(const std::string& dir, const LoadOptions& options)
     : dir_(dir),
       model_(dir, parse_dtype(options.dtype), parse_device(options.device), options.checkpointing,
              options.vision_cache_bytes),
-      adapters_(model_.lora_linears()) {}
+      adapters_(model_.lora_linears()),
+      upload_stream_(DeviceUpload::side_stream(model_.device())) {}
 
 std::vector<std::string> ModelSession::module_paths() {
   std::vector<std::string> out;
@@ -45,7 +46,7 @@ std::vector<std::string> ModelSession::module_paths() {
 
 std::shared_ptr<PreparedBatch> ModelSession::prepare(const std::vector<RowInput>& rows) {
   return std::make_shared<PreparedBatch>(
-      prepare_batch(rows, model_.config(), model_.dtype(), model_.device(), &model_, &model_.vision_cache()));
+      prepare_batch(rows, model_.config(), model_.dtype(), model_.device(), &model_, &model_.vision_cache(), upload_stream_));
 }
 
 const std::string* ModelSession::checked_adapter(const std::string* adapter) const {

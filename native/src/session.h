@@ -72,6 +72,7 @@ class ModelSession {
   std::string dir_;
   Qwen35Model model_;
   AdapterSet adapters_;
+  std::optional<c10::Stream> upload_stream_;  // prepare()'s copies (device_upload.h); none on the CPU
 
   at::Tensor token_logprobs(const at::Tensor& logits, const PreparedBatch& batch) const;  // [B, K] float32
   const std::string* checked_adapter(const std::string* adapter) const;
