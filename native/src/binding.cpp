@@ -489,7 +489,7 @@ class GroupWrap : public Napi::ObjectWrap<GroupWrap> {
 
   explicit GroupWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GroupWrap>(info) {
     require_internal(info, "NativeProcessGroup", "ProcessGroup.init()");
-    runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);  // the model's worker is
+    runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);  // profiling counts a model's compute worker only
   }
 
   static Napi::Value Init(const Napi::CallbackInfo& info) {
