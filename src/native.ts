@@ -212,6 +212,7 @@ interface NativeModel {
 interface NativeOptimizer {
   step(opts: { lr: number; maxGradNorm?: number }): Promise<{ gradNorm: number }>;
   save(path: string): Promise<void>;
+  saveWithAdapter(dir: string, file: string): Promise<void>;
   load(path: string): Promise<void>;
 }
 
@@ -417,6 +418,15 @@ export class Optimizer {
   /** optimizer.safetensors (exp_avg / exp_avg_sq per PEFT key) + optimizer.json sidecar. */
   async save(path: string): Promise<void> {
     return this.native.save(path);
+  }
+
+  /**
+   * The adapter this optimizer trains (PEFT layout) and the optimizer's state as `dir/file` (with its JSON sidecar),
+   * written at once: a new `dir` appears with all of them (temporary name, fsync, rename), so a reader never sees
+   * a round's adapter without the state that continues it.
+   */
+  async saveWithAdapter(dir: string, file: string): Promise<void> {
+    return this.native.saveWithAdapter(dir, file);
   }
 
   async load(path: string): Promise<void> {

@@ -4,7 +4,7 @@
 // Numerical agreement with transformers / PEFT lives in native-conformance and native-lora; here the references
 // are the module itself under another arrangement (a row alone vs in a padded batch, checkpointing on vs off, a
 // saved-and-reloaded adapter or optimizer vs the original).
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -64,6 +64,24 @@ function randomAdapterValues(tensors: NamedTensors, seed: number): NamedTensors 
   const next = random(seed);
   const out: NamedTensors = {};
   for (const [key, t] of Object.entries(tensors)) out[key] = { shape: t.shape, data: t.data.map(() => (next() - 0.5) * 0.4) };
+  return out;
+}
+
+/** A safetensors file's float32 tensors, read here by hand (8-byte header length, JSON header, data section). */
+async function readSafetensors(path: string): Promise<Record<string, Float32Array>> {
+  const bytes = await readFile(path);
+  const headerLength = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8")) as Record<
+    string,
+    { dtype: string; data_offsets: [number, number] }
+  >;
+  const out: Record<string, Float32Array> = {};
+  for (const [key, entry] of Object.entries(header)) {
+    if (key === "__metadata__") continue;
+    expect(entry.dtype).toBe("F32");
+    const [begin, end] = entry.data_offsets.map((o) => 8 + headerLength + o) as [number, number];
+    out[key] = new Float32Array(bytes.buffer.slice(bytes.byteOffset + begin, bytes.byteOffset + end));
+  }
   return out;
 }
 
@@ -213,6 +231,40 @@ describe("native smoke - training", () => {
     await model.backward(batch, { kind: "sft", scale: 1 });
     await second.step({ lr: 1e-2, maxGradNorm: 1 });
     expect(maxRelDiff(await model.adapterTensors("p"), continued)).toBe(0);
+  });
+
+  test("optimizer.saveWithAdapter: the adapter and the optimizer state in one new directory, files of MiBs written in shares", async () => {
+    const model = await Model.load(dirA, { device: "cpu", dtype: "float32" });
+    model.addAdapter("p", { r: 64, alpha: 8, targetModules: SEED_TARGETS, seed: 1 });
+    model.setTrainable("p");
+    const optimizer = new Optimizer(model, "p", HYPER);
+    await model.backward(await model.prepare(textRows([70, 66], 6)), { kind: "sft", scale: 1 });
+    await optimizer.step({ lr: 1e-2, maxGradNorm: 1 });
+    const parent = join(work, "rounds");
+    const dir = join(parent, "r1");
+    await optimizer.saveWithAdapter(dir, "optimizer.safetensors");
+    const files = ["adapter_config.json", "adapter_model.safetensors", "optimizer.json", "optimizer.safetensors"];
+    expect((await readdir(dir)).sort()).toEqual(files);
+    expect(await readdir(parent)).toEqual(["r1"]); // no temporary directory left
+    // Large enough that several threads write each weights file (one a MiB, up to 4).
+    expect((await stat(join(dir, "optimizer.safetensors"))).size).toBeGreaterThan(4 << 20);
+
+    const live = await model.adapterTensors("p");
+    const written = await readSafetensors(join(dir, "adapter_model.safetensors"));
+    expect(Object.keys(written).sort()).toEqual(Object.keys(live).sort());
+    for (const [key, t] of Object.entries(live)) expect(maxAbsDiff(written[key]!, t.data)).toBe(0);
+    const state = await readSafetensors(join(dir, "optimizer.safetensors"));
+    expect(Object.keys(state).sort()).toEqual(Object.keys(live).flatMap((k) => [`${k}.exp_avg`, `${k}.exp_avg_sq`]).sort());
+    expect(JSON.parse(await readFile(join(dir, "optimizer.json"), "utf8"))).toMatchObject({ step: 1 });
+
+    // The same bytes as the two separate saves, and again into the existing directory (files replaced one by one).
+    await model.saveAdapter("p", join(work, "apart"));
+    await optimizer.save(join(work, "apart", "optimizer.safetensors"));
+    await optimizer.saveWithAdapter(dir, "optimizer.safetensors");
+    expect((await readdir(dir)).sort()).toEqual(files);
+    for (const file of files)
+      expect((await readFile(join(dir, file))).equals(await readFile(join(work, "apart", file))), file).toBe(true);
+    await expect(optimizer.saveWithAdapter(dir, "../escape")).rejects.toThrow(/file name without '\/'/);
   });
 
   test("process group: two ranks in one process sum and average, and agree on a barrier", async () => {

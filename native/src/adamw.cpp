@@ -91,21 +91,27 @@ double AdamW::step(double lr, double max_grad_norm, const Reducer& all_reduce_me
   return grad_norm;
 }
 
-void AdamW::save(const std::string& path) const {
+AdamW::HostState AdamW::host_state() const {
   NamedTensorList tensors;
   for (size_t i = 0; i < keys_.size(); ++i) {
     tensors.emplace_back(keys_[i] + ".exp_avg", exp_avg_.empty() ? at::zeros_like(params_[i]) : exp_avg_[i]);
     tensors.emplace_back(keys_[i] + ".exp_avg_sq", exp_avg_sq_.empty() ? at::zeros_like(params_[i]) : exp_avg_sq_[i]);
   }
-  write_safetensors(path, tensors);
   Json side;
   side["step"] = Json(step_);
   side["lr"] = Json(options_.lr);
   side["betas"] = Json(Json::Array{Json(options_.beta1), Json(options_.beta2)});
   side["eps"] = Json(options_.eps);
   side["weight_decay"] = Json(options_.weight_decay);
-  write_file_atomic(optimizer_sidecar_path(path), side.dump(2) + "\n");
+  return HostState{SafetensorsImage(tensors), side.dump(2) + "\n"};
 }
+
+void AdamW::HostState::write(const std::string& path) const {
+  tensors.write(path);
+  write_file_atomic(optimizer_sidecar_path(path), sidecar);
+}
+
+void AdamW::save(const std::string& path) const { host_state().write(path); }
 
 void AdamW::load(const std::string& path) {
   const std::string side_path = optimizer_sidecar_path(path);

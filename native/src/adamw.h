@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "safetensors.h"
+
 namespace rlloop {
 
 struct AdamWOptions {
@@ -27,8 +29,16 @@ class AdamW {
   double step(double lr, double max_grad_norm, const Reducer& all_reduce_mean = nullptr);
 
   // optimizer.safetensors: "<key>.exp_avg", "<key>.exp_avg_sq" (float32); sidecar JSON next to it
-  // (<path minus .safetensors>.json): {step, lr, betas, eps, weight_decay, keys}.
+  // (<path minus .safetensors>.json): {step, lr, betas, eps, weight_decay}.
   void save(const std::string& path) const;
+  // save() in two steps: the state copied to the host on the calling thread (the model's worker, whose CUDA stream
+  // produced it), then written from any thread.
+  struct HostState {
+    SafetensorsImage tensors;
+    std::string sidecar;
+    void write(const std::string& path) const;
+  };
+  HostState host_state() const;
   void load(const std::string& path);
 
   int64_t steps() const { return step_; }

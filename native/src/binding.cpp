@@ -567,6 +567,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "NativeOptimizer",
                        {InstanceMethod<&OptimizerWrap::Step>("step"), InstanceMethod<&OptimizerWrap::Save>("save"),
+                        InstanceMethod<&OptimizerWrap::SaveWithAdapter>("saveWithAdapter"),
                         InstanceMethod<&OptimizerWrap::Load>("load")});
   }
 
@@ -641,6 +642,22 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     auto state = state_;
     return model_->runner->run(info.Env(), "optimizer.save('" + path + "')", Value(), [s, state, path]() -> JsResult {
       state->get(*s).save(path);
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
+  // saveWithAdapter(dir, file): the adapter this optimizer trains (PEFT layout) and its state as dir/file, one
+  // directory: both copied to the host on the worker, then written at once (peft_adapter.h).
+  Napi::Value SaveWithAdapter(const Napi::CallbackInfo& info) {
+    const std::string dir = require_string(info[0], "optimizer.saveWithAdapter: dir");
+    const std::string file = require_string(info[1], "optimizer.saveWithAdapter: file");
+    if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+      throw_type_error(info.Env(), "optimizer.saveWithAdapter: file", "a file name without '/'", info[1]);
+    auto s = model_->session;
+    auto state = state_;
+    return model_->runner->run(info.Env(), "optimizer.saveWithAdapter('" + dir + "')", Value(), [s, state, dir, file]() -> JsResult {
+      const AdamW::HostState optimizer = state->get(*s).host_state();
+      s->save_adapter(state->adapter, dir, {[&optimizer, &file](const std::string& into) { optimizer.write(into + "/" + file); }});
       return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
     });
   }

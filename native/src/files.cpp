@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "check.h"
@@ -85,22 +88,45 @@ void rename_and_sync(const std::string& from, const std::string& to) {
   fsync_path(parent_directory(to));
 }
 
-void write_file_atomic_streamed(const std::string& path, const std::function<void(const ByteSink& sink)>& produce) {
+namespace {
+// Writes the bytes [begin, end) of the spans laid end to end at those offsets of the file.
+void write_share(int fd, const std::string& path, const std::vector<ByteSpan>& spans, uint64_t begin, uint64_t end) {
+  uint64_t span_start = 0;
+  for (const ByteSpan& span : spans) {
+    const uint64_t from = std::max(begin, span_start), to = std::min<uint64_t>(end, span_start + span.size);
+    for (uint64_t at = from; at < to;) {
+      const ssize_t n = ::pwrite(fd, static_cast<const char*>(span.data) + (at - span_start), to - at, static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      RLLOOP_CHECK(n > 0, Io, "cannot write '" << path << "': " << (n == 0 ? std::string("no progress") : os_reason()));
+      at += static_cast<uint64_t>(n);
+    }
+    span_start += span.size;
+    if (span_start >= end) return;
+  }
+}
+
+// The file's bytes cut into `shares` runs of about equal size, written at once (std::async: the futures join).
+void write_shares(int fd, const std::string& path, const std::vector<ByteSpan>& spans, uint64_t total, int shares) {
+  const uint64_t per_share = (total + shares - 1) / shares;
+  std::vector<std::future<void>> others;
+  for (int i = 1; i < shares; ++i)
+    others.push_back(std::async(std::launch::async, write_share, fd, std::cref(path), std::cref(spans), i * per_share,
+                                std::min(total, (i + 1) * per_share)));
+  write_share(fd, path, spans, 0, std::min(total, per_share));
+  for (std::future<void>& share : others) share.get();
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& spans, int threads) {
+  constexpr uint64_t kBytesPerThread = uint64_t{1} << 20;
   make_directories(parent_directory(path));
   std::string tmp = path + temp_suffix();
+  uint64_t total = 0;
+  for (const ByteSpan& span : spans) total += span.size;
+  const int shares = static_cast<int>(std::clamp<uint64_t>(total / kBytesPerThread, 1, std::max(threads, 1)));
   try {
     Fd fd(tmp, O_WRONLY | O_CREAT | O_TRUNC);
-    ByteSink sink = [&](const void* data, size_t size) {
-      const char* bytes = static_cast<const char*>(data);
-      size_t done = 0;
-      while (done < size) {
-        ssize_t n = ::write(fd.get(), bytes + done, size - done);
-        if (n < 0 && errno == EINTR) continue;
-        RLLOOP_CHECK(n >= 0, Io, "cannot write '" << tmp << "': " << os_reason());
-        done += static_cast<size_t>(n);
-      }
-    };
-    produce(sink);
+    write_shares(fd.get(), tmp, spans, total, shares);
     RLLOOP_CHECK(::fsync(fd.get()) == 0, Io, "fsync '" << tmp << "' failed: " << os_reason());
   } catch (...) {
     ::unlink(tmp.c_str());
@@ -110,7 +136,7 @@ void write_file_atomic_streamed(const std::string& path, const std::function<voi
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  write_file_atomic_streamed(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
+  write_file_atomic(path, {ByteSpan{bytes.data(), bytes.size()}}, 1);
 }
 
 std::string make_temp_sibling_directory(const std::string& path) {

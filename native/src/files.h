@@ -2,8 +2,8 @@
 // everything the trainer publishes (adapters, optimizer state): write to a temporary name, fsync, rename.
 #pragma once
 #include <cstddef>
-#include <functional>
 #include <string>
+#include <vector>
 
 namespace rlloop {
 
@@ -14,9 +14,14 @@ void make_directories(const std::string& path);  // mkdir -p
 
 // Writes `bytes` to `path` through `path.tmp-<pid>-<n>`: write, fsync, rename, fsync the parent directory.
 void write_file_atomic(const std::string& path, const std::string& bytes);
-// Same, for large outputs: `produce` calls `sink(data, size)` as often as it likes.
-using ByteSink = std::function<void(const void* data, size_t size)>;
-void write_file_atomic_streamed(const std::string& path, const std::function<void(const ByteSink& sink)>& produce);
+// Same, for large outputs: the spans one after another, written by up to `threads` threads at once, each its own
+// share of the file's bytes (pwrite at their offsets). One thread's write() copies into the page cache at a few
+// GB/s, well below the memory's bandwidth; a file gets at most one thread a MiB.
+struct ByteSpan {
+  const void* data;
+  size_t size;
+};
+void write_file_atomic(const std::string& path, const std::vector<ByteSpan>& spans, int threads = 4);
 // Creates a fresh sibling directory `<path>.tmp-<pid>-<n>` and returns its path.
 std::string make_temp_sibling_directory(const std::string& path);
 // Renames `from` to `to` (both in the same directory) and fsyncs that directory.

@@ -1,8 +1,11 @@
 #include "peft_adapter.h"
 
+#include <future>
+
 #include "check.h"
 #include "files.h"
 #include "json.h"
+#include "safetensors.h"
 
 namespace rlloop {
 
@@ -81,19 +84,24 @@ LoraSpec parse_adapter_config(const std::string& path) {
 }  // namespace
 
 void save_peft_adapter(const AdapterSet& adapters, const std::string& name, const std::string& dir,
-                       const std::string& base_model) {
+                       const std::string& base_model, const std::vector<DirectoryWriter>& beside) {
   const AdapterRecord& rec = adapters.record(name);
-  NamedTensorList tensors = adapters.tensors(name);
+  const SafetensorsImage weights(adapters.tensors(name));
   const std::string config_text = adapter_config(rec.spec, base_model).dump(2) + "\n";
+  const auto write_all = [&](const std::string& into) {
+    std::vector<std::future<void>> others;  // joined on the way out, also when a write throws
+    for (const DirectoryWriter& write : beside) others.push_back(std::async(std::launch::async, write, into));
+    weights.write(into + "/adapter_model.safetensors");
+    write_file_atomic(into + "/adapter_config.json", config_text);
+    for (std::future<void>& other : others) other.get();
+  };
   if (is_directory(dir)) {
-    write_safetensors(dir + "/adapter_model.safetensors", tensors);
-    write_file_atomic(dir + "/adapter_config.json", config_text);
+    write_all(dir);
     return;
   }
   RLLOOP_CHECK(!path_exists(dir), Io, "cannot save adapter: '" << dir << "' exists and is not a directory");
   std::string tmp = make_temp_sibling_directory(dir);
-  write_safetensors(tmp + "/adapter_model.safetensors", tensors);
-  write_file_atomic(tmp + "/adapter_config.json", config_text);
+  write_all(tmp);
   rename_and_sync(tmp, dir);
 }
 

@@ -154,11 +154,9 @@ at::Tensor SafetensorsFile::load(const SafetensorsEntry& entry, at::ScalarType d
   return out;
 }
 
-void write_safetensors(const std::string& path, const NamedTensorList& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  // Contiguous CPU copies first, so the header offsets and the bytes agree.
-  std::vector<at::Tensor> cpu;
-  cpu.reserve(tensors.size());
+SafetensorsImage::SafetensorsImage(const NamedTensorList& tensors, const std::map<std::string, std::string>& metadata) {
+  // Contiguous host copies first, so the header offsets and the bytes agree.
+  host_.reserve(tensors.size());
   Json header;
   uint64_t offset = 0;
   for (const auto& [key, tensor] : tensors) {
@@ -173,21 +171,27 @@ void write_safetensors(const std::string& path, const NamedTensorList& tensors,
     entry["data_offsets"] = Json(Json::Array{Json(static_cast<int64_t>(offset)), Json(static_cast<int64_t>(offset + bytes))});
     header[key] = entry;
     offset += bytes;
-    cpu.push_back(std::move(t));
+    host_.push_back(std::move(t));
   }
   Json meta{Json::Object{}};
   for (const auto& [k, v] : metadata) meta[k] = Json(v);
   header["__metadata__"] = meta;
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text += ' ';  // the data section starts 8-byte aligned, as safetensors writes
-  uint8_t len_bytes[8];
-  uint64_t len = text.size();
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(len >> (8 * i));
-  write_file_atomic_streamed(path, [&](const ByteSink& sink) {
-    sink(len_bytes, 8);
-    sink(text.data(), text.size());
-    for (const at::Tensor& t : cpu) sink(t.data_ptr(), t.numel() * t.element_size());
-  });
+  const uint64_t len = text.size();
+  for (int i = 0; i < 8; ++i) header_ += static_cast<char>(static_cast<uint8_t>(len >> (8 * i)));
+  header_ += text;
+}
+
+void SafetensorsImage::write(const std::string& path) const {
+  std::vector<ByteSpan> spans{{header_.data(), header_.size()}};
+  for (const at::Tensor& t : host_) spans.push_back({t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size())});
+  write_file_atomic(path, spans);
+}
+
+void write_safetensors(const std::string& path, const NamedTensorList& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  SafetensorsImage(tensors, metadata).write(path);
 }
 
 }  // namespace rlloop

@@ -52,4 +52,18 @@ using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
 void write_safetensors(const std::string& path, const NamedTensorList& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
+// What write_safetensors writes, in two steps: the constructor copies the tensors to the host on the calling thread
+// (the one whose CUDA stream produced them); write() then needs no device and can run on any thread, so that
+// several files are written at once.
+class SafetensorsImage {
+ public:
+  explicit SafetensorsImage(const NamedTensorList& tensors,
+                            const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+  void write(const std::string& path) const;
+
+ private:
+  std::string header_;  // the 8-byte length, then the JSON header padded to 8 bytes
+  std::vector<at::Tensor> host_;
+};
+
 }  // namespace rlloop

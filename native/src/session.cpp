@@ -116,8 +116,8 @@ InspectResult ModelSession::inspect(PreparedBatch& batch, const std::string* ada
   return out;
 }
 
-void ModelSession::save_adapter(const std::string& name, const std::string& dir) {
-  save_peft_adapter(adapters_, name, dir, dir_);
+void ModelSession::save_adapter(const std::string& name, const std::string& dir, const std::vector<DirectoryWriter>& beside) {
+  save_peft_adapter(adapters_, name, dir, dir_, beside);
 }
 
 void ModelSession::load_adapter(const std::string& name, const std::string& dir) {

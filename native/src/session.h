@@ -11,6 +11,7 @@
 #include "adapters.h"
 #include "batch.h"
 #include "objectives.h"
+#include "peft_adapter.h"
 #include "qwen35_model.h"
 
 namespace rlloop {
@@ -65,7 +66,8 @@ class ModelSession {
   BackwardResult backward(PreparedBatch& batch, const Objective& objective);
   InspectResult inspect(PreparedBatch& batch, const std::string* adapter);
 
-  void save_adapter(const std::string& name, const std::string& dir);
+  // `beside`: more files for the adapter's directory (peft_adapter.h), e.g. the optimizer state of the round.
+  void save_adapter(const std::string& name, const std::string& dir, const std::vector<DirectoryWriter>& beside = {});
   void load_adapter(const std::string& name, const std::string& dir);
 
  private:

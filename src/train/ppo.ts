@@ -87,7 +87,7 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
   const peak = deviceMemoryStats(model.info.device).peakAllocatedBytes; // since runJob's reset at the job start
   if (peak > 0) stats.gpu_memory_bytes = peak; // the daemon's stats events report it (gpuMemory)
-  if (ctx.rank === 0) await saveRound(model, optimizer, job.out, stats);
+  if (ctx.rank === 0) await saveRound(optimizer, job.out, stats);
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
 }
 
@@ -214,9 +214,8 @@ function roundStats(
   return stats;
 }
 
-async function saveRound(model: Model, optimizer: Optimizer, out: string, stats: PpoStats): Promise<void> {
-  await model.saveAdapter(POLICY, out);
-  await optimizer.save(join(out, OPTIMIZER_FILE));
+async function saveRound(optimizer: Optimizer, out: string, stats: PpoStats): Promise<void> {
+  await optimizer.saveWithAdapter(out, OPTIMIZER_FILE);
   await writeJsonAtomic(join(out, "stats.json"), stats);
 }
 
