@@ -215,9 +215,4 @@ void SafetensorsImage::write(const std::string& path) const {
   write_file_atomic(path, spans);
 }
 
-void write_safetensors(const std::string& path, const NamedTensorList& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  SafetensorsImage(tensors, metadata).write(path);
-}
-
 }  // namespace rlloop

@@ -47,14 +47,11 @@ class SafetensorsFile {
 
 std::string shape_string(at::IntArrayRef shape);  // "[2, 3]"
 
-// Writes tensors (any device; float32/bfloat16/float16/int64/int32 kept as they are) atomically to `path`.
+// Writing tensors (any device; float32/bfloat16/float16/int64/int32 kept as they are) atomically, in two steps: the
+// constructor copies them to the host on the calling thread (the one whose CUDA stream produced them); write() then
+// needs no device and can run on any thread, so that several files are written at once.
 using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
-void write_safetensors(const std::string& path, const NamedTensorList& tensors,
-                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
-// What write_safetensors writes, in two steps: the constructor copies the tensors to the host on the calling thread
-// (the one whose CUDA stream produced them); write() then needs no device and can run on any thread, so that
-// several files are written at once.
 class SafetensorsImage {
  public:
   explicit SafetensorsImage(const NamedTensorList& tensors,
