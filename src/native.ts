@@ -95,8 +95,10 @@ export type Objective =
   | {
       kind: "ppo";
       n: number; // code tokens: the first n scored tokens (K = n + 1 with <|im_end|>)
-      old: Float32Array; // B: Σ old logp of the code tokens
-      ref: Float32Array; // B*n
+      // Absent: the step is on-policy (no update since the round began), old or ref are this forward's own
+      // log-probs, detached (ratio 1, kl 0); a round's first update uses it instead of a frozen pass over its rows.
+      old?: Float32Array; // B: Σ old logp of the code tokens
+      ref?: Float32Array; // B*n
       adv: Float32Array; // B
       clip: number;
       beta: number;

@@ -51,6 +51,21 @@ describe("train ppo - against the Python reference", () => {
     figure("ppo round 2: stats.json fields vs reference", expectFieldsClose(await stats(join(work, "rl2")), await stats(join(work, "py2")), STATS, 1e-4), 1e-4);
   });
 
+  it("a loop's first round (the reference is the adapter itself: one frozen pass, no reference loaded) equals the reference", async () => {
+    // The reference trainer runs both frozen passes and a separate no-grad pass for every row; rlloop runs one pass
+    // and takes the first update's old and reference log-probs from that update's own forwards (first-update.ts).
+    const start = join(fx, "seed-round");
+    const own = args(start, join(work, "rl-own"));
+    own[own.indexOf("--ref") + 1] = start;
+    await rlloopTrain(["ppo", ...own, "--seed", "0"]);
+    const py = args(start, join(work, "py-own"));
+    py[py.indexOf("--ref") + 1] = start;
+    await reference("ppo", py, 8, 2, 0, work);
+    figure("ppo ref = adapter: LoRA update vs reference, worst tensor", await expectSameUpdates(start, join(work, "rl-own"), join(work, "py-own"), 1e-3), 1e-3);
+    figure("ppo ref = adapter: AdamW moments vs reference, worst tensor", await expectSameMoments(join(work, "rl-own"), join(work, "py-own"), 1e-3), 1e-3);
+    figure("ppo ref = adapter: stats.json fields vs reference", expectFieldsClose(await stats(join(work, "rl-own")), await stats(join(work, "py-own")), STATS, 1e-4), 1e-4);
+  });
+
   it("2 Gloo ranks of batch 1 equal 1 rank of batch 2 on the same global batches (the first round's run)", async () => {
     const start = join(fx, "seed-round");
     const two = [...args(start, join(work, "rank2")), "--gpus", "2", "--seed", "0"];

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { batches, batchesPerEpoch, rankOrder, seededPermutation, SplitMix64, strided } from "../src/train/batching.js";
+import { FirstUpdateRun, planFirstUpdate } from "../src/train/first-update.js";
+import { JOB_DEFAULTS, type TrainJob } from "../src/train/job.js";
 import { compilePrompt, DEFAULT_PROMPT_TEMPLATE } from "../src/train/prompt.js";
 import { sftLearningRate } from "../src/train/schedule.js";
 import { accuracyOf, countCorrect, mismatchStats } from "../src/train/stats.js";
@@ -59,6 +61,41 @@ describe("train batching", () => {
     expect(batchesPerEpoch(32, 1, 16)).toBe(2);
     expect(batches([1, 2, 3, 4, 5], 2)).toEqual([[1, 2], [3, 4], [5]]);
     expect(strided([0, 1, 2, 3, 4], 1, 2)).toEqual([1, 3]);
+  });
+});
+
+describe("train ppo first update (on-policy rows)", () => {
+  const job = (over: Partial<TrainJob>): TrainJob => ({
+    kind: "ppo", data: "", imageBase: null, valid: null, adapter: null, ref: null, out: "", epochs: 2, lr: 3e-6,
+    batch: JOB_DEFAULTS.batch, accumulation: 2, maxUpdates: null, seed: 0, prompt: null, tisCap: null, mismatchStats: false,
+    ...over,
+  });
+
+  it("holds the rows of every rank's first `accumulation` batches of epoch 1, each owned by the lowest rank that trains it", () => {
+    // 7 rows on 2 ranks: DistributedSampler pads to 8, so one row is trained by both ranks in epoch 1.
+    const plan = planFirstUpdate(7, job({ batch: 2, accumulation: 2 }), 2)!;
+    expect(plan.steps).toBe(2);
+    const firstRows = (rank: number) => batches(rankOrder({ rows: 7, seed: 0, epoch: 0, rank, world: 2, shuffle: true }), 2).slice(0, 2).flat();
+    const [r0, r1] = [firstRows(0), firstRows(1)];
+    expect([...plan.owner.keys()].sort()).toEqual([...new Set([...r0, ...r1])].sort());
+    for (const row of r0) expect(plan.owner.get(row)).toBe(0);
+    for (const row of r1.filter((r) => !r0.includes(r))) expect(plan.owner.get(row)).toBe(1);
+  });
+
+  it("covers a whole short epoch, and is off with truncated importance sampling", () => {
+    expect(planFirstUpdate(3, job({ batch: 2, accumulation: 4 }), 1)!.steps).toBe(2); // 2 batches, one update
+    expect(planFirstUpdate(3, job({ tisCap: 2 }), 1)).toBeNull();
+  });
+
+  it("fills the old (and a policy reference's) log-probs of the reported rows, the first n of each row's K", async () => {
+    const plan = { steps: 1, owner: new Map([[1, 0], [2, 0]]) };
+    const fixed = { old: new Float32Array(6).fill(-9), ref: new Float32Array(6).fill(-7), n: 2 };
+    const run = new FirstUpdateRun(plan, 0, fixed, true);
+    expect([run.covers(0, 0), run.covers(0, 1), run.covers(1, 0)]).toEqual([true, false, false]);
+    run.record([2, 1], Float32Array.of(-1, -2, -3, -4, -5, -6)); // K = 3
+    await run.complete({ rank: 0, world: 1, group: null, log: undefined as never });
+    expect(Array.from(fixed.old)).toEqual([-9, -9, -4, -5, -1, -2]);
+    expect(Array.from(fixed.ref)).toEqual([-7, -7, -4, -5, -1, -2]);
   });
 });
 

@@ -290,8 +290,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     PpoObjective p;
     p.n = require_integer(member(o, "n"), "backward: objective.n");
     if (p.n <= 0) throw_type_error(v.Env(), "backward: objective.n", "a positive integer", member(o, "n"));
-    p.old = tensor_from_float32(member(o, "old"), {B}, "backward: objective.old");
-    p.ref = tensor_from_float32(member(o, "ref"), {B, p.n}, "backward: objective.ref");
+    // absent: on-policy, this forward's own log-probs (objectives.h)
+    if (!is_missing(member(o, "old"))) p.old = tensor_from_float32(member(o, "old"), {B}, "backward: objective.old");
+    if (!is_missing(member(o, "ref"))) p.ref = tensor_from_float32(member(o, "ref"), {B, p.n}, "backward: objective.ref");
     p.adv = tensor_from_float32(member(o, "adv"), {B}, "backward: objective.adv");
     if (!is_missing(member(o, "weight"))) p.weight = tensor_from_float32(member(o, "weight"), {B}, "backward: objective.weight");
     p.clip = require_number(member(o, "clip"), "backward: objective.clip");

@@ -12,8 +12,10 @@ struct SftObjective {
 
 struct PpoObjective {
   int64_t n = 0;      // code tokens: the first n scored tokens
-  at::Tensor old;     // [B] Σ old logp of the code tokens
-  at::Tensor ref;     // [B, n] reference adapter's logp
+  // Undefined: the step is on-policy (the policy has not been updated since the round's old log-probs were due),
+  // so the old (or reference) log-probs are this forward's own, detached — ratio 1, kl 0, the same gradients.
+  at::Tensor old;     // [B] Σ old logp of the code tokens, or undefined
+  at::Tensor ref;     // [B, n] reference adapter's logp, or undefined
   at::Tensor adv;     // [B]
   at::Tensor weight;  // [B] per-row importance weight, or undefined (= 1)
   double clip = 0.2, beta = 0.02, scale = 1.0;

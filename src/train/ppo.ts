@@ -7,6 +7,8 @@
 //   - k3 KL to the reference, summed over the code tokens: kl = Σ exp(ref − lp) − (ref − lp) − 1, β = 0.02;
 //   - loss = mean over the batch of (pg + β·kl) / accumulation; an AdamW step every `accumulation` forwards and
 //     after an epoch's last forward, gradient-norm clip 1.0; <|im_end|> is not scored (only the n code tokens).
+// The first update's rows get their old log-probs from their own training forwards, not a frozen pass
+// (first-update.ts: the policy has not changed yet).
 // Off by default (docs/trainer.md): truncated importance sampling against the sampler, each row's loss weighted
 // by min(exp(Σ old − vllm_logp), cap) (--tis-cap), and sampler/trainer mismatch statistics (--mismatch-stats).
 // Outputs in --out: the adapter, optimizer.safetensors, stats.json (stats.ts PpoStats).
@@ -18,6 +20,7 @@ import { writeJsonAtomic } from "./files.js";
 import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP, type TrainJob } from "./job.js";
 import { sameAdapter } from "./adapter-identity.js";
 import { CachedFrames } from "./cached-frames.js";
+import { FirstUpdateRun, planFirstUpdate, type FirstUpdatePlan, type RoundLogprobs } from "./first-update.js";
 import { preparedBatches, type DataWait, type LoadedBatch } from "./loader.js";
 import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
 import { Progress, round2, secondsSince } from "./progress.js";
@@ -37,36 +40,34 @@ export interface PpoResult {
   out: string;
 }
 
-/** Code-token log-probs of every row under each adapter: [rows × n], row-major. */
-interface FixedLogprobs {
-  old: Float32Array;
-  ref: Float32Array;
-  n: number;
-}
-
 export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
   const rows = await readRows(job.data, "ppo", "--data", job.imageBase);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
-  // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
-  const frozen = frozenPassBatches(ctx, model, collator, rows, job);
-  await model.loadAdapter(POLICY, job.adapter!);
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
+  const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
+  // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
+  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy);
+  await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
   const fixed = await fixedLogprobs(ctx, model, frozen, rows, refIsPolicy);
   model.setTrainable(POLICY);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
   const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, modelDir);
-  const oldSums = rowSums(fixed.old, fixed.n);
   const vllm = Float64Array.from(rows, (r) => r.vllm_logp);
-  const weights = job.tisCap === null ? null : truncatedWeights(oldSums, vllm, job.tisCap);
-  ctx.log.info({ rows: rows.length, ranks: ctx.world, batch: job.batch, optimizerFrom, tisCap: job.tisCap }, "ppo start");
+  // (truncated IS turns the first-update shortcut off: these weights need every row's old log-probs now)
+  const weights = job.tisCap === null ? null : truncatedWeights(rowSums(fixed.old, fixed.n), vllm, job.tisCap);
+  const first = firstUpdate && new FirstUpdateRun(firstUpdate, ctx.rank, fixed, refIsPolicy);
+  ctx.log.info(
+    { rows: rows.length, ranks: ctx.world, batch: job.batch, optimizerFrom, tisCap: job.tisCap, onPolicyRows: firstUpdate?.owner.size ?? 0 },
+    "ppo start",
+  );
 
   const start = performance.now();
   let updates = 0;
   let last: PpoStepStats[] = [];
   for (let epoch = 0; epoch < job.epochs; epoch++) {
-    const epochRun = await ppoEpoch(ctx, model, optimizer, collator, rows, fixed, weights, job, epoch);
+    const epochRun = await ppoEpoch(ctx, model, optimizer, collator, rows, fixed, weights, job, epoch, first);
     updates += epochRun.updates;
     last = epochRun.steps;
     ctx.log.info(
@@ -84,6 +85,7 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
     ctx,
     Float32Array.of(mean(last.map((s) => s.pg)), mean(last.map((s) => s.kl)), mean(last.map((s) => s.clipFrac))),
   );
+  const oldSums = rowSums(fixed.old, fixed.n); // complete now: the first update's rows were filled in after it
   const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
   const peak = deviceMemoryStats(model.info.device).peakAllocatedBytes; // since runJob's reset at the job start
   if (peak > 0) stats.gpu_memory_bytes = peak; // the daemon's stats events report it (gpuMemory)
@@ -96,17 +98,42 @@ interface FrozenPassBatches {
   batches: AsyncGenerator<LoadedBatch<PpoRow>>;
   count: number;
   wait: DataWait;
+  /** The adapters a batch runs under: the policy only where some row is not trained in the first update. */
+  adaptersFor(indices: number[]): string[];
+  onPolicyRows: number;
 }
 
-function frozenPassBatches(ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob): FrozenPassBatches {
+function frozenPassBatches(
+  ctx: RankContext,
+  model: Model,
+  collator: Collator,
+  rows: PpoRow[],
+  job: TrainJob,
+  firstUpdate: FirstUpdatePlan | null,
+  refIsPolicy: boolean,
+): FrozenPassBatches {
   const wait: DataWait = { ms: 0 };
-  const groups = batches(strided(rows.map((_, i) => i), ctx.rank, ctx.world), 2 * job.batch);
-  return { batches: preparedBatches(model, collator, rows, groups, job.data, wait), count: groups.length, wait };
+  const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
+  const onPolicy = (row: number) => firstUpdate?.owner.has(row) ?? false;
+  const later = mine.filter((row) => !onPolicy(row));
+  // With the reference its own adapter every row needs its pass: the first update's rows go first, so that whole
+  // batches of them skip the policy's.
+  const order = refIsPolicy ? later : mine.filter(onPolicy).concat(later);
+  const groups = batches(order, 2 * job.batch);
+  return {
+    batches: preparedBatches(model, collator, rows, groups, job.data, wait),
+    count: groups.length,
+    wait,
+    adaptersFor: (indices) =>
+      refIsPolicy ? [POLICY] : indices.every(onPolicy) ? [REFERENCE] : [REFERENCE, POLICY],
+    onPolicyRows: mine.length - later.length,
+  };
 }
 
 /**
- * Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank. When the
- * two adapters are the same (`shared`: a loop's first round) one pass gives both: the values are identical by definition.
+ * Old (policy) and ref log-probs of the code tokens, once, with no grad; rows[rank::world] on each rank, less the
+ * first update's rows under the policy (first-update.ts: zeros until that update fills them in). When the two
+ * adapters are the same (`shared`: a loop's first round) one pass gives both: the values are identical by definition.
  */
 async function fixedLogprobs(
   ctx: RankContext,
@@ -114,7 +141,7 @@ async function fixedLogprobs(
   frozen: FrozenPassBatches,
   rows: PpoRow[],
   shared: boolean,
-): Promise<FixedLogprobs> {
+): Promise<RoundLogprobs> {
   const start = performance.now();
   const { wait } = frozen;
   const n = rows[0]!.code.length;
@@ -124,7 +151,7 @@ async function fixedLogprobs(
   const progress = new Progress(ctx.log, "ppo fixed log-probs", frozen.count, ctx.rank === 0);
   let step = 0;
   for await (const b of frozen.batches) {
-    for (const adapter of adapters) {
+    for (const adapter of frozen.adaptersFor(b.indices)) {
       const { logp, K } = await model.logprobs(b.batch, { adapter });
       b.indices.forEach((row, i) => values[adapter]!.set(logp.subarray(i * K, i * K + n), row * n));
     }
@@ -133,7 +160,13 @@ async function fixedLogprobs(
   const out: Record<string, Float32Array> = {};
   for (const adapter of adapters) out[adapter] = await sumOverRanks(ctx, values[adapter]!);
   ctx.log.info(
-    { passes: shared ? 1 : 2, refIsPolicy: shared, seconds: secondsSince(start), dataWaitS: round2(wait.ms / 1000) },
+    {
+      passes: shared ? 1 : 2,
+      refIsPolicy: shared,
+      onPolicyRows: frozen.onPolicyRows,
+      seconds: secondsSince(start),
+      dataWaitS: round2(wait.ms / 1000),
+    },
     "ppo fixed log-probs",
   );
   return { old: out[POLICY]!, ref: shared ? out[POLICY]!.slice() : out[REFERENCE]!, n };
@@ -145,10 +178,11 @@ async function ppoEpoch(
   optimizer: Optimizer,
   collator: Collator,
   rows: PpoRow[],
-  fixed: FixedLogprobs,
+  fixed: RoundLogprobs,
   weights: Float32Array | null,
   job: TrainJob,
   epoch: number,
+  first: FirstUpdateRun | null,
 ): Promise<{ steps: PpoStepStats[]; updates: number; seconds: number; dataWaitS: number }> {
   const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
   const groups = batches(order, job.batch);
@@ -160,22 +194,26 @@ async function ppoEpoch(
   let step = 0;
   for await (const b of preparedBatches(model, collator, rows, groups, job.data, wait)) {
     const { n } = fixed;
+    const onPolicy = first?.covers(epoch, step) ?? false;
     const result = await model.backward(b.batch, {
       kind: "ppo",
       n,
-      old: Float32Array.from(b.indices, (i) => sum(fixed.old.subarray(i * n, (i + 1) * n))),
-      ref: gatherRows(fixed.ref, b.indices, n),
+      // on-policy: old (and a policy reference) are this forward's own log-probs (first-update.ts)
+      ...(onPolicy ? {} : { old: Float32Array.from(b.indices, (i) => sum(fixed.old.subarray(i * n, (i + 1) * n))) }),
+      ...(onPolicy && first!.refIsPolicy ? {} : { ref: gatherRows(fixed.ref, b.indices, n) }),
       adv: Float32Array.from(b.rows, (r) => r.adv),
       clip: PPO_CLIP,
       beta: PPO_BETA,
       scale: 1 / job.accumulation,
       ...(weights === null ? {} : { weight: Float32Array.from(b.indices, (i) => weights[i]!) }),
     });
+    if (onPolicy) first!.record(b.indices, result.logp);
     step++;
     if (step % job.accumulation === 0 || step === groups.length) {
       await optimizer.step({ lr: job.lr, maxGradNorm: MAX_GRAD_NORM });
       updates++;
     }
+    if (onPolicy && !first!.covers(epoch, step)) await first!.complete(ctx); // before any later step reads them
     steps.push(stepStats(result.pg!, result.kl!, result.ratio!));
     progress.step({ step, loss: result.loss, rows: b.rows.length * ctx.world });
   }
