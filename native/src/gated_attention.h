@@ -3,7 +3,7 @@
 // o = o ⊙ sigmoid(gate) before o_proj.
 #pragma once
 #include "config.h"
-#include "lora.h"
+#include "lora_group.h"
 #include "rope.h"
 
 namespace rlloop {
@@ -14,12 +14,17 @@ class GatedAttention {
   // x [B, L, hidden] (already input-normed) -> [B, L, hidden]. Rows are right-padded: the causal mask alone keeps
   // padded keys away from real queries, so no padding mask is needed.
   at::Tensor forward(const at::Tensor& x, const RotaryTables& rotary, const std::string* adapter) const;
-  std::vector<LoraLinear*> linears() { return {&q_proj_, &k_proj_, &v_proj_, &o_proj_}; }
+  std::vector<LoraLinear*> linears() {
+    std::vector<LoraLinear*> out = qkv_proj_.linears();  // q_proj, k_proj, v_proj
+    out.push_back(&o_proj_);
+    return out;
+  }
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
   double eps_;
-  LoraLinear q_proj_, k_proj_, v_proj_, o_proj_;
+  LoraLinearGroup qkv_proj_;  // q_proj, k_proj, v_proj: one GEMM
+  LoraLinear o_proj_;
   at::Tensor q_norm_, k_norm_;  // [head_dim]
 };
 

@@ -16,10 +16,12 @@ GatedDeltaNet::GatedDeltaNet(const TextConfig& c, const WeightScope& scope)
       value_dim_(c.linear_value_head_dim),
       conv_kernel_(c.linear_conv_kernel_dim),
       eps_(c.rms_norm_eps),
-      in_proj_qkv_(scope, "in_proj_qkv", c.linear_conv_dim(), c.hidden_size),
-      in_proj_z_(scope, "in_proj_z", c.linear_value_dim(), c.hidden_size),
-      in_proj_b_(scope, "in_proj_b", c.linear_num_value_heads, c.hidden_size),
-      in_proj_a_(scope, "in_proj_a", c.linear_num_value_heads, c.hidden_size),
+      in_proj_(scope,
+               {{"in_proj_qkv", c.linear_conv_dim()},
+                {"in_proj_z", c.linear_value_dim()},
+                {"in_proj_b", c.linear_num_value_heads},
+                {"in_proj_a", c.linear_num_value_heads}},
+               c.hidden_size),
       out_proj_(scope, "out_proj", c.hidden_size, c.linear_value_dim()),
       conv_weight_(scope.sub("conv1d").get("weight", {c.linear_conv_dim(), 1, c.linear_conv_kernel_dim})),
       A_log_(scope.get("A_log", {c.linear_num_value_heads})),
@@ -31,10 +33,11 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   at::Tensor x = padding_mask.defined() ? x_in * padding_mask.unsqueeze(-1) : x_in;
   const int64_t B = x.size(0), L = x.size(1), Hk = key_heads_, Hv = value_heads_, dk = key_dim_, dv = value_dim_;
 
-  at::Tensor mixed = in_proj_qkv_.forward(x, adapter);                       // [B, L, conv_dim]
-  at::Tensor z = in_proj_z_.forward(x, adapter).view({B, L, Hv, dv});
-  at::Tensor b = in_proj_b_.forward(x, adapter);                             // [B, L, Hv]
-  at::Tensor a = in_proj_a_.forward(x, adapter);                             // [B, L, Hv]
+  const std::vector<at::Tensor> projected = in_proj_.forward_split(x, adapter);  // views of one [B, L, Σ] output
+  at::Tensor mixed = projected[0];                                           // [B, L, conv_dim]
+  at::Tensor z = projected[1].view({B, L, Hv, dv});
+  const at::Tensor& b = projected[2];                                        // [B, L, Hv]
+  const at::Tensor& a = projected[3];                                        // [B, L, Hv]
 
   mixed = causal_conv_silu(mixed.contiguous(), conv_weight_);              // [B, L, conv_dim]: q, k, v heads
 

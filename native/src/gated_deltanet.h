@@ -3,7 +3,7 @@
 // the gated delta rule in float32 (state S [dk, dv] per value head); gated RMSNorm with z = in_proj_z x; out_proj.
 #pragma once
 #include "config.h"
-#include "lora.h"
+#include "lora_group.h"
 
 namespace rlloop {
 
@@ -13,12 +13,17 @@ class GatedDeltaNet {
   // x [B, L, hidden] (already input-normed). padding_mask [B, L] (1 real, 0 padding) or undefined: padded rows are
   // zeroed before the projections, as transformers does, so they cannot leak through the conv into anything.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& padding_mask, const std::string* adapter) const;
-  std::vector<LoraLinear*> linears() { return {&in_proj_qkv_, &in_proj_z_, &in_proj_b_, &in_proj_a_, &out_proj_}; }
+  std::vector<LoraLinear*> linears() {
+    std::vector<LoraLinear*> out = in_proj_.linears();  // in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+    out.push_back(&out_proj_);
+    return out;
+  }
 
  private:
   int64_t key_heads_, value_heads_, key_dim_, value_dim_, conv_kernel_;
   double eps_;
-  LoraLinear in_proj_qkv_, in_proj_z_, in_proj_b_, in_proj_a_, out_proj_;
+  LoraLinearGroup in_proj_;  // in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: one GEMM
+  LoraLinear out_proj_;
   at::Tensor conv_weight_;  // [conv_dim, 1, K]
   at::Tensor A_log_, dt_bias_;  // [Hv] in the model dtype (transformers casts them with the model)
   at::Tensor norm_weight_;  // [dv]

@@ -2,6 +2,9 @@
 
 #include <vector>
 
+#include "check.h"
+#include "lora_matmul.h"
+
 namespace rlloop {
 
 LoraLinear::LoraLinear(const WeightScope& scope, const std::string& name, int64_t out_features, int64_t in_features)
@@ -15,19 +18,24 @@ const LoraWeights* LoraLinear::find(const std::string& adapter) const {
   return it == adapters_.end() ? nullptr : &it->second;
 }
 
+std::pair<at::Tensor, at::Tensor> LoraLinear::factors(const LoraWeights& lora, at::ScalarType dtype) const {
+  // The scale rides on B: exact for PEFT's usual power-of-two alpha / r.
+  return {lora.A.to(dtype), (lora.B * lora.scale).to(dtype)};
+}
+
+void LoraLinear::rebind_weight(const at::Tensor& rows) {
+  RLLOOP_CHECK(rows.sizes() == weight_.sizes() && rows.scalar_type() == weight_.scalar_type(), Invalid,
+               path_ << ": a rebound weight must keep the shape and dtype of the loaded one");
+  weight_ = rows;
+}
+
 at::Tensor LoraLinear::forward(const at::Tensor& x, const std::string* adapter) const {
   const LoraWeights* lora = adapter ? find(*adapter) : nullptr;
   if (!lora) return at::linear(x, weight_);
-  // The adapter's term is the base product's accumulator input (addmm_ with beta = 1): the sum happens in the
-  // GEMM's float32 epilogue, one pass over y instead of three separate ones (scale, add, base product), and the
-  // scale rides on B (r columns) — exact for PEFT's usual power-of-two alpha / r.
-  const auto dtype = x.scalar_type();
   std::vector<int64_t> out_shape = x.sizes().vec();
   out_shape.back() = out_features_;
-  const at::Tensor x2 = x.reshape({-1, in_features_});
-  const at::Tensor a = lora->A.to(dtype), b = (lora->B * lora->scale).to(dtype);
-  at::Tensor y = at::mm(at::mm(x2, a.t()), b.t());  // mm saves its inputs, not this output: safe to update in place
-  return y.addmm_(x2, weight_.t()).view(out_shape);
+  const auto [a, b] = factors(*lora, x.scalar_type());
+  return lora_matmul(x.reshape({-1, in_features_}), weight_, a, b).view(out_shape);
 }
 
 }  // namespace rlloop

@@ -2,13 +2,15 @@
 //   y = W x + scale · B (A x),  scale = alpha / r,  A [r, in], B [out, r].
 // A and B are float32 masters (autograd leaves). In a bfloat16 model the LoRA product runs in bfloat16 from casts of
 // the masters, as PEFT under torch.autocast does (the scale applied to B before its cast, and the sum with W x in
-// the base GEMM's float32 accumulator: within one bfloat16 rounding of PEFT's separate scale and add); gradients
-// flow through the casts into the float32 masters.
+// the base GEMM's float32 accumulator: within one bfloat16 rounding of PEFT's separate scale and add; lora_matmul.h);
+// gradients flow through the casts into the float32 masters. Linears that read one input run as one GEMM through
+// LoraLinearGroup (lora_group.h), which keeps these objects as its members.
 #pragma once
 #include <ATen/ATen.h>
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weights.h"
@@ -29,6 +31,12 @@ class LoraLinear {
 
   // `adapter` null or not attached here: the base Linear only.
   at::Tensor forward(const at::Tensor& x, const std::string* adapter) const;
+  // The adapter's factors in `dtype` for lora_matmul: a = A, b = scale · B (the scale on the r columns of B).
+  std::pair<at::Tensor, at::Tensor> factors(const LoraWeights& lora, at::ScalarType dtype) const;
+
+  const at::Tensor& weight() const { return weight_; }
+  // A group (lora_group.h) keeps its members' weights in one tensor: the member's weight becomes a view of its rows.
+  void rebind_weight(const at::Tensor& rows);
 
   const std::string& path() const { return path_; }
   int64_t in_features() const { return in_features_; }

@@ -5,12 +5,11 @@
 namespace rlloop {
 
 Mlp::Mlp(const WeightScope& scope, int64_t hidden, int64_t intermediate)
-    : gate_proj_(scope, "gate_proj", intermediate, hidden),
-      up_proj_(scope, "up_proj", intermediate, hidden),
+    : gate_up_(scope, {{"gate_proj", intermediate}, {"up_proj", intermediate}}, hidden),
       down_proj_(scope, "down_proj", hidden, intermediate) {}
 
 at::Tensor Mlp::forward(const at::Tensor& x, const std::string* adapter) const {
-  return down_proj_.forward(swiglu(gate_proj_.forward(x, adapter), up_proj_.forward(x, adapter)), adapter);
+  return down_proj_.forward(swiglu_packed(gate_up_.forward(x, adapter)), adapter);
 }
 
 }  // namespace rlloop

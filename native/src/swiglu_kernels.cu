@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "cuda_device_helpers.cuh"
 
@@ -12,13 +13,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// A grid-strided walk over packs of eight elements (the operands are one flat, aligned array each).
+// A grid-strided walk over packs of eight outputs. Pack p of the [rows, I] output lies in row p / (I / 8); its gate
+// is at the same column of that row's first half of gate_up, its up at that column of the second half.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ out, int64_t packs) {
+    swiglu_forward_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t packs, int64_t row_packs) {
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; p < packs;
        p += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const Pack<T> gp = load_pack(gate + p * kVec), upk = load_pack(up + p * kVec);
+    const int64_t row = p / row_packs, gate_at = (p + row * row_packs) * kVec;
+    const Pack<T> gp = load_pack(gate_up + gate_at), upk = load_pack(gate_up + gate_at + row_packs * kVec);
     Pack<T> o;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
@@ -30,11 +33,12 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    swiglu_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ gate, const T* __restrict__ up,
-                           T* __restrict__ grad_gate, T* __restrict__ grad_up, int64_t packs) {
+    swiglu_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ gate_up, T* __restrict__ grad_gate_up,
+                           int64_t packs, int64_t row_packs) {
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; p < packs;
        p += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const Pack<T> dp = load_pack(grad_out + p * kVec), gp = load_pack(gate + p * kVec), upk = load_pack(up + p * kVec);
+    const int64_t row = p / row_packs, gate_at = (p + row * row_packs) * kVec, up_at = gate_at + row_packs * kVec;
+    const Pack<T> dp = load_pack(grad_out + p * kVec), gp = load_pack(gate_up + gate_at), upk = load_pack(gate_up + up_at);
     Pack<T> dg, du;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
@@ -43,8 +47,8 @@ __global__ void __launch_bounds__(kThreads)
       du.v[e] = static_cast<T>(d * rounded<T>(silu(g)));
       dg.v[e] = static_cast<T>(silu_grad(d_silu, g));
     }
-    store_pack(grad_gate + p * kVec, dg);
-    store_pack(grad_up + p * kVec, du);
+    store_pack(grad_gate_up + gate_at, dg);
+    store_pack(grad_gate_up + up_at, du);
   }
 }
 
@@ -55,47 +59,51 @@ dim3 blocks_for(int64_t packs) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap))));
 }
 
-void check_operands(const at::Tensor& gate, const at::Tensor& up) {
-  TORCH_CHECK(swiglu_kernels_accept(gate, up), "swiglu kernel: gate and up must be contiguous, aligned CUDA tensors "
-              "of one shape and dtype (float32 or bfloat16) with a multiple of 8 elements");
+void check_operand(const at::Tensor& gate_up) {
+  TORCH_CHECK(swiglu_kernels_accept(gate_up), "swiglu kernel: gate_up must be a contiguous, aligned float32 or "
+              "bfloat16 CUDA tensor whose last dimension is 2I, I a multiple of 8");
+}
+
+std::vector<int64_t> output_shape(const at::Tensor& gate_up) {
+  std::vector<int64_t> shape = gate_up.sizes().vec();
+  shape.back() /= 2;
+  return shape;
 }
 
 }  // namespace
 
-bool swiglu_kernels_accept(const at::Tensor& gate, const at::Tensor& up) {
-  return gate.is_cuda() && (gate.scalar_type() == at::kBFloat16 || gate.scalar_type() == at::kFloat) &&
-         up.scalar_type() == gate.scalar_type() && up.sizes() == gate.sizes() && gate.is_contiguous() &&
-         up.is_contiguous() && gate.numel() % kVec == 0 && pack_aligned(gate) && pack_aligned(up);
+bool swiglu_kernels_accept(const at::Tensor& gate_up) {
+  return gate_up.is_cuda() && (gate_up.scalar_type() == at::kBFloat16 || gate_up.scalar_type() == at::kFloat) &&
+         gate_up.dim() >= 1 && gate_up.size(-1) % (2 * kVec) == 0 && gate_up.is_contiguous() && pack_aligned(gate_up);
 }
 
-at::Tensor swiglu_forward(const at::Tensor& gate, const at::Tensor& up) {
-  check_operands(gate, up);
-  at::Tensor out = at::empty_like(gate);
-  const int64_t packs = gate.numel() / kVec;
+at::Tensor swiglu_forward(const at::Tensor& gate_up) {
+  check_operand(gate_up);
+  at::Tensor out = at::empty(output_shape(gate_up), gate_up.options());
+  const int64_t packs = out.numel() / kVec, row_packs = out.size(-1) / kVec;
   if (packs == 0) return out;
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, gate.scalar_type(), "swiglu_forward", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, gate_up.scalar_type(), "swiglu_forward", [&] {
     swiglu_forward_kernel<scalar_t><<<blocks_for(packs), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        gate.data_ptr<scalar_t>(), up.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), packs);
+        gate_up.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), packs, row_packs);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad_out_in, const at::Tensor& gate,
-                                                   const at::Tensor& up) {
-  check_operands(gate, up);
-  const at::Tensor grad_out = packed_gradient(grad_out_in, gate);
-  TORCH_CHECK(grad_out.sizes() == gate.sizes(), "swiglu kernel: the output gradient must be shaped like gate");
-  at::Tensor grad_gate = at::empty_like(gate), grad_up = at::empty_like(up);
-  const int64_t packs = gate.numel() / kVec;
-  if (packs == 0) return {grad_gate, grad_up};
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, gate.scalar_type(), "swiglu_backward", [&] {
+at::Tensor swiglu_backward(const at::Tensor& grad_out_in, const at::Tensor& gate_up) {
+  check_operand(gate_up);
+  const at::Tensor grad_out = packed_gradient(grad_out_in, gate_up);
+  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef(output_shape(gate_up)),
+              "swiglu kernel: the output gradient must be shaped like gate_up with its last dimension halved");
+  at::Tensor grad_gate_up = at::empty_like(gate_up);
+  const int64_t packs = grad_out.numel() / kVec, row_packs = grad_out.size(-1) / kVec;
+  if (packs == 0) return grad_gate_up;
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, gate_up.scalar_type(), "swiglu_backward", [&] {
     swiglu_backward_kernel<scalar_t><<<blocks_for(packs), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        grad_out.data_ptr<scalar_t>(), gate.data_ptr<scalar_t>(), up.data_ptr<scalar_t>(),
-        grad_gate.data_ptr<scalar_t>(), grad_up.data_ptr<scalar_t>(), packs);
+        grad_out.data_ptr<scalar_t>(), gate_up.data_ptr<scalar_t>(), grad_gate_up.data_ptr<scalar_t>(), packs, row_packs);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {grad_gate, grad_up};
+  return grad_gate_up;
 }
 
 }  // namespace rlloop::cuda
