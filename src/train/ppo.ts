@@ -48,6 +48,9 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
   // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
   const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy);
+  // Epoch 1 opens with the first update's rows, which the frozen pass skips: their frames are decoded and uploaded
+  // while it runs, not after it with the GPU idle.
+  const firstEpoch = firstUpdate ? epochBatches(ctx, model, collator, rows, job, 0) : null;
   await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
   const fixed = await fixedLogprobs(ctx, model, frozen, rows, refIsPolicy);
@@ -67,7 +70,8 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   let updates = 0;
   let last: PpoStepStats[] = [];
   for (let epoch = 0; epoch < job.epochs; epoch++) {
-    const epochRun = await ppoEpoch(ctx, model, optimizer, collator, rows, fixed, weights, job, epoch, first);
+    const data = epoch === 0 && firstEpoch ? firstEpoch : epochBatches(ctx, model, collator, rows, job, epoch);
+    const epochRun = await ppoEpoch(ctx, model, optimizer, data, fixed, weights, job, epoch, first);
     updates += epochRun.updates;
     last = epochRun.steps;
     ctx.log.info(
@@ -172,27 +176,38 @@ async function fixedLogprobs(
   return { old: out[POLICY]!, ref: shared ? out[POLICY]!.slice() : out[REFERENCE]!, n };
 }
 
+/** One epoch's batches of `batch` rows in the rank's order, the first one already being prepared. */
+interface EpochBatches {
+  groups: number[][];
+  batches: AsyncGenerator<LoadedBatch<PpoRow>>;
+  wait: DataWait;
+}
+
+function epochBatches(ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob, epoch: number): EpochBatches {
+  const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
+  const groups = batches(order, job.batch);
+  const wait: DataWait = { ms: 0 };
+  return { groups, wait, batches: preparedBatches(model, collator, rows, groups, job.data, wait) };
+}
+
 async function ppoEpoch(
   ctx: RankContext,
   model: Model,
   optimizer: Optimizer,
-  collator: Collator,
-  rows: PpoRow[],
+  data: EpochBatches,
   fixed: RoundLogprobs,
   weights: Float32Array | null,
   job: TrainJob,
   epoch: number,
   first: FirstUpdateRun | null,
 ): Promise<{ steps: PpoStepStats[]; updates: number; seconds: number; dataWaitS: number }> {
-  const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
-  const groups = batches(order, job.batch);
+  const { groups, wait } = data;
   const progress = new Progress(ctx.log, `ppo epoch ${epoch + 1} forward`, groups.length, ctx.rank === 0);
   const steps: PpoStepStats[] = [];
   const start = performance.now();
-  const wait: DataWait = { ms: 0 };
   let updates = 0;
   let step = 0;
-  for await (const b of preparedBatches(model, collator, rows, groups, job.data, wait)) {
+  for await (const b of data.batches) {
     const { n } = fixed;
     const onPolicy = first?.covers(epoch, step) ?? false;
     const result = await model.backward(b.batch, {
