@@ -18,7 +18,7 @@ const LoraWeights* LoraLinear::find(const std::string& adapter) const {
   return it == adapters_.end() ? nullptr : &it->second;
 }
 
-std::pair<at::Tensor, at::Tensor> LoraLinear::factors(const LoraWeights& lora, at::ScalarType dtype) const {
+std::pair<at::Tensor, at::Tensor> LoraLinear::factors(const LoraWeights& lora, at::ScalarType dtype) {
   // The scale rides on B: exact for PEFT's usual power-of-two alpha / r.
   return {lora.A.to(dtype), (lora.B * lora.scale).to(dtype)};
 }

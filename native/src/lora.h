@@ -32,7 +32,7 @@ class LoraLinear {
   // `adapter` null or not attached here: the base Linear only.
   at::Tensor forward(const at::Tensor& x, const std::string* adapter) const;
   // The adapter's factors in `dtype` for lora_matmul: a = A, b = scale · B (the scale on the r columns of B).
-  std::pair<at::Tensor, at::Tensor> factors(const LoraWeights& lora, at::ScalarType dtype) const;
+  static std::pair<at::Tensor, at::Tensor> factors(const LoraWeights& lora, at::ScalarType dtype);
 
   const at::Tensor& weight() const { return weight_; }
   // A group (lora_group.h) keeps its members' weights in one tensor: the member's weight becomes a view of its rows.

@@ -44,7 +44,7 @@ at::Tensor LoraLinearGroup::forward(const at::Tensor& x, const std::string* adap
   }
   std::vector<at::Tensor> as, bs;
   for (size_t i = 0; i < members_.size(); ++i) {
-    auto [a, b] = members_[i].factors(*loras[i], x.scalar_type());
+    auto [a, b] = LoraLinear::factors(*loras[i], x.scalar_type());
     as.push_back(a);
     bs.push_back(b);
   }
