@@ -95,7 +95,11 @@ describe("loop - faults", () => {
     expect(acc.failedRounds).toEqual([1]);
     const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
     expect(manifest?.attempts).toBe(2);
-    const adapters = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+    // The rollouts are acked (settled) before the adapter is announced: wait for the announcement.
+    const adapters = await waitFor("round 2 announced", async () => {
+      const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+      return list.length > 0 ? list : null;
+    });
     expect(adapters.map((a) => a.round)).toEqual([2]);
     const rounds = await eventsOn<{ type: string; round: number }>(e.jsm, subjects(POLICY).rounds);
     expect(rounds.filter((r) => r.type === "round.failed").map((r) => r.round)).toEqual([1]);
@@ -113,8 +117,12 @@ describe("loop - faults", () => {
     const state = await (await StateStore.open(e.nc, POLICY, 1)).read();
     expect(state?.record.round).toBe(1);
     expect(state?.record.adapter.round).toBe(0);
-    expect(await eventsOn(e.jsm, subjects(POLICY).adapters)).toEqual([]);
-    const rejected = (await eventsOn<{ type: string; reason: string }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.rejected");
+    // round.rejected follows the acks that settled() waited for: wait for it too.
+    const rejected = await waitFor("round.rejected announced", async () => {
+      const list = (await eventsOn<{ type: string; reason: string }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.rejected");
+      return list.length > 0 ? list : null;
+    });
     expect(rejected).toHaveLength(1);
+    expect(await eventsOn(e.jsm, subjects(POLICY).adapters)).toEqual([]);
   });
 });

@@ -2,6 +2,7 @@
 // bad path fails before the model loads instead of in the middle of an epoch.
 import sharp from "sharp";
 import { TrainInputError } from "./errors.js";
+import { unreadableImageReason } from "./image-error.js";
 import type { SftRow } from "./rows.js";
 
 const CONCURRENCY = 16;
@@ -17,8 +18,7 @@ async function checkImage(row: SftRow, source: string): Promise<void> {
     const meta = await sharp(row.image).metadata();
     if (!meta.width || !meta.height) throw new Error("no image size in the header");
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === "ENOENT" || /missing/.test((err as Error).message) ? "no such file" : (err as Error).message;
+    const why = await unreadableImageReason(row.image, err);
     throw new TrainInputError(`${source} line ${row.line}: image ${row.image}: cannot read (${why})`, { cause: err });
   }
 }

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import sharp from "sharp";
 import { preprocessImage, type ImagePatches, type ImageProcessorOptions } from "../native.js";
 import { TrainInputError } from "./errors.js";
+import { unreadableImageReason } from "./image-error.js";
 
 /** `preprocessor_config.json` of the checkpoint → the native image processor's options. */
 export async function loadImageOptions(modelDir: string): Promise<ImageProcessorOptions> {
@@ -63,8 +64,7 @@ export async function decodeRgb(path: string, where: string): Promise<RgbFrame> 
     if (info.channels !== 3) throw new Error(`decoded to ${info.channels} channels`);
     return { rgb: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height };
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === "ENOENT" ? "no such file" : (err as Error).message;
+    const why = await unreadableImageReason(path, err);
     throw new TrainInputError(`${where}: image ${path}: cannot read (${why})`, { cause: err });
   }
 }
