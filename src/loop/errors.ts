@@ -1,12 +1,10 @@
-// Named errors of the loop with `cause`, and predicates so call sites never compare strings.
+// Named errors of the loop, and predicates so call sites never compare strings. Each takes Error's own
+// (message, { cause }) arguments; only RolloutRejectedError adds a field.
 import type { RejectReason } from "./schema.js";
 
 /** The configuration is invalid; the message names the field, the rule and the value. */
 export class ConfigError extends Error {
   override name = "ConfigError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
 }
 
 /** A rollout is refused; `reason` is a stable code from RejectReason, the message says what exactly. */
@@ -20,25 +18,16 @@ export class RolloutRejectedError extends Error {
 /** The trainer failed a round (exit code, missing output, unreadable stats). */
 export class TrainerError extends Error {
   override name = "TrainerError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
 }
 
 /** Another writer moved the state record: this daemon must not continue (two daemons on one policy). */
 export class StateConflictError extends Error {
   override name = "StateConflictError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
 }
 
 /** A replayed round does not reproduce its manifest. */
 export class ReplayMismatchError extends Error {
   override name = "ReplayMismatchError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
 }
 
 export const isConfigError = (err: unknown): err is ConfigError => err instanceof ConfigError;

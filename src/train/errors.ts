@@ -4,9 +4,6 @@
 /** A trainer input is wrong; the message names the input (flag, file, line, field) and what was expected. */
 export class TrainInputError extends Error {
   override readonly name = "TrainInputError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
 }
 
 export function isTrainInputError(err: unknown): err is TrainInputError {

@@ -12,9 +12,6 @@ import type { AdapterPublished } from "../schema.js";
 /** The adapter cannot be used as announced (a missing object, a hash that differs, an unsafe file name). */
 export class AdapterFetchError extends Error {
   override name = "AdapterFetchError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
 }
 
 export const isAdapterFetchError = (err: unknown): err is AdapterFetchError => err instanceof AdapterFetchError;
