@@ -35,8 +35,6 @@ class LoraLinear {
   static std::pair<at::Tensor, at::Tensor> factors(const LoraWeights& lora, at::ScalarType dtype);
 
   const at::Tensor& weight() const { return weight_; }
-  // A group (lora_group.h) keeps its members' weights in one tensor: the member's weight becomes a view of its rows.
-  void rebind_weight(const at::Tensor& rows);
 
   const std::string& path() const { return path_; }
   int64_t in_features() const { return in_features_; }
@@ -46,6 +44,11 @@ class LoraLinear {
   const LoraWeights* find(const std::string& adapter) const;
 
  private:
+  // A group (lora_group.h) keeps its members' weights in one tensor: the member's weight becomes a view of its rows.
+  // Only the group may do it, once, at load: its one GEMM and a member's own forward must read the same weight.
+  friend class LoraLinearGroup;
+  void rebind_weight(const at::Tensor& rows);
+
   std::string path_;
   int64_t out_features_, in_features_;
   at::Tensor weight_;  // [out, in], model dtype, frozen

@@ -49,7 +49,8 @@ at::Tensor LoraLinearGroup::forward(const at::Tensor& x, const std::string* adap
     bs.push_back(b);
   }
   // B's zero blocks add (members − 1)·r multiply-adds an output (48 for the four GDN projections at r = 16, ~1% of
-  // the base product's 4096): cheaper than a narrow GEMM a member.
+  // the base product's 4096), in forward and again in backward's dy·b and b's gradient (whose off-diagonal blocks
+  // block_diag's backward drops): cheaper than a narrow GEMM a member.
   std::vector<int64_t> out_shape = x.sizes().vec();
   out_shape.back() = out_features_;
   return lora_matmul(x.reshape({-1, in_features_}), weight_, at::cat(as, 0), at::block_diag(bs)).view(out_shape);
