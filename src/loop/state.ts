@@ -65,6 +65,9 @@ export class StateStore {
       // the write may have landed before the reply was lost: then the stored record is ours
       const current = await this.read();
       if (current && JSON.stringify(current.record) === data) return current.revision;
+      // nothing moved: the write did not land (a timeout, JetStream not ready after a server restart); the caller
+      // retries. Only a record another writer moved is a conflict.
+      if ((current?.revision ?? 0) === revision) throw cause;
       throw new StateConflictError(
         `state of policy ${this.policy} moved: expected revision ${revision}, found ${current?.revision ?? "none"} (round ${current?.record.round ?? "none"}); is another daemon running on this policy?`,
         { cause },
