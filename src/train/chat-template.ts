@@ -1,6 +1,9 @@
 // The checkpoint's chat template, rendered with @huggingface/jinja as transformers' apply_chat_template renders it.
-// Source, in transformers' order of preference: chat_template.jinja in the model folder, else the `chat_template`
-// of tokenizer_config.json (a string, or a list of {name, template} where the one named "default" is used).
+// Source, in the order the seed's processor (transformers 5.17 ProcessorMixin.from_pretrained) reads them: the
+// legacy chat_template.json ({"chat_template": "..."}) when present, which then wins even over a
+// chat_template.jinja beside it; else chat_template.jinja. Where a checkpoint has neither, the processor has no
+// template and the seed fails; rlloop falls back to the `chat_template` of tokenizer_config.json (a string, or a
+// list of {name, template} where the one named "default" is used), as a tokenizer's apply_chat_template would.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
@@ -38,13 +41,16 @@ export function compileChatTemplate(text: string, source = "chat template"): Cha
 }
 
 export async function loadChatTemplate(modelDir: string): Promise<ChatTemplate> {
+  const legacyPath = join(modelDir, "chat_template.json");
+  const legacy = await readOptional(legacyPath);
+  if (legacy !== undefined) return compileChatTemplate(templateFromConfig(legacy, legacyPath), `${legacyPath} chat_template`);
   const jinjaPath = join(modelDir, "chat_template.jinja");
   const jinja = await readOptional(jinjaPath);
   if (jinja !== undefined) return compileChatTemplate(jinja, jinjaPath);
   const configPath = join(modelDir, "tokenizer_config.json");
   const configText = await readOptional(configPath);
   if (configText === undefined) {
-    throw new TrainInputError(`--model ${modelDir}: no chat_template.jinja and no tokenizer_config.json`);
+    throw new TrainInputError(`--model ${modelDir}: no chat template (chat_template.json, chat_template.jinja or tokenizer_config.json)`);
   }
   return compileChatTemplate(templateFromConfig(configText, configPath), `${configPath} chat_template`);
 }

@@ -93,7 +93,7 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
   const peak = deviceMemoryStats(model.info.device).peakAllocatedBytes; // since runJob's reset at the job start
   if (peak > 0) stats.gpu_memory_bytes = peak; // the daemon's stats events report it (gpuMemory)
-  if (ctx.rank === 0) await saveRound(optimizer, job.out, stats);
+  if (ctx.rank === 0) await saveRound(optimizer, job.out, stats, start);
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
 }
 
@@ -267,8 +267,10 @@ function roundStats(
   return stats;
 }
 
-async function saveRound(optimizer: Optimizer, out: string, stats: PpoStats): Promise<void> {
+/** Adapter and optimizer state, then stats.json, whose train_s counts the saving too (as the seed's does). */
+async function saveRound(optimizer: Optimizer, out: string, stats: PpoStats, start: number): Promise<void> {
   await optimizer.saveWithAdapter(out, OPTIMIZER_FILE);
+  stats.train_s = Math.round(secondsSince(start));
   await writeJsonAtomic(join(out, "stats.json"), stats);
 }
 

@@ -9,7 +9,7 @@ export interface PpoStats {
   logp_gap: number; // mean over rows of Σ old − vllm_logp (trainer vs sampler log-prob of the code)
   logp_gap_abs: number; // mean of |Σ old − vllm_logp|
   rows: number;
-  train_s: number; // seconds from the first PPO forward to the end of the last epoch
+  train_s: number; // seconds from the first PPO forward to the adapter and optimizer state written (the seed's span)
   gpu_memory_bytes?: number; // rank 0's peak allocated GPU memory over the job (accelerators only; not the seed's)
   mismatch?: MismatchStats; // only with --mismatch-stats or --tis-cap
 }
