@@ -1,6 +1,7 @@
-// Faults the daemon survives: a nats-server restart during intake, its consumer deleted by an operator, a
-// trainer that keeps failing (round failed, rollouts rejected, loop continues), an adapter the gate refuses (NaN
-// statistics: round committed as rejected, rollouts acked, parent adapter kept).
+// Faults the daemon survives: a nats-server restart during intake, its consumer deleted by an operator, a stop
+// (SIGTERM) while it is still starting, a trainer that keeps failing (round failed, rollouts rejected, loop
+// continues), an adapter the gate refuses (NaN statistics: round committed as rejected, rollouts acked, parent
+// adapter kept).
 import { afterEach, describe, expect, it } from "vitest";
 import { parseConfig, type ConfigInput } from "../src/loop/config.js";
 import { Daemon } from "../src/loop/daemon.js";
@@ -81,6 +82,25 @@ describe("loop - faults", () => {
     const acc = await settled(e, [...first, ...second].map((r) => r.id));
     expect(acc.rejections.size).toBe(0);
     expect(second.map((r) => acc.rounds.get(r.id))).toEqual([[2], [2], [2], [2]]);
+  });
+
+  it("faults - a stop requested while starting waits for the opening steps, then drains without taking anything in", async () => {
+    const e = (env = await startLoopEnv());
+    const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("early-stop", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    daemon = new Daemon({ config: parseConfig(e.config()) });
+    const starting = daemon.start();
+    const stopping = daemon.stop(); // SIGTERM before start() has connected
+    await Promise.all([starting, stopping]);
+    expect(await daemon.closed).toBeNull();
+    expect(daemon.snapshot().phase).toBe("stopped");
+    const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+    expect([info.delivered.consumer_seq, info.num_pending]).toEqual([0, 4]);
+    // the next daemon takes them in
+    daemon = new Daemon({ config: parseConfig(e.config()) });
+    await daemon.start();
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
   });
 
   it("faults - a round whose training fails maxAttempts times is failed, its rollouts rejected, the loop continues", async () => {

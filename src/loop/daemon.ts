@@ -20,7 +20,7 @@ import { EventPublisher } from "./events.js";
 import { sha256File } from "../files.js";
 import { HeldMessages } from "./held.js";
 import { Intake } from "./intake.js";
-import { readManifest } from "./manifest.js";
+import { readManifest, type Manifest } from "./manifest.js";
 import { Metrics, serveMetrics } from "./metrics.js";
 import { startOwnServer, type OwnServer } from "./nats-server.js";
 import { roundDir } from "./paths.js";
@@ -68,6 +68,8 @@ export class Daemon {
   #wake: (() => void) | null = null;
   #intakeLoop: Promise<void> | null = null;
   #connected = false;
+  #opening = false;
+  #stopRequested = false;
   #fatal: Error | null = null;
   #resolveClosed!: (err: Error | null) => void;
   /** resolves when the daemon stopped; with the fatal error when it stopped because of one */
@@ -81,7 +83,37 @@ export class Daemon {
     this.#trainer = options.trainer ?? roundTrainer(options.config.trainer);
   }
 
+  /**
+   * Connects, recovers and starts intake. A stop() that arrives meanwhile is held until the opening steps are done
+   * (none of them can be interrupted halfway without leaving something half-open), then drains instead of starting
+   * intake. Connecting waits for NATS as long as it takes; a second signal exits the CLI (cli.ts).
+   */
   async start(): Promise<void> {
+    this.#opening = true;
+    let pending: Manifest | null;
+    try {
+      pending = await this.#open();
+    } catch (err) {
+      if (this.#stopRequested) this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns
+      throw err;
+    } finally {
+      this.#opening = false;
+    }
+    if (this.#stopRequested) {
+      this.log.info("stop requested while starting: draining before intake starts");
+      return this.stop();
+    }
+    const ctx = this.#ctx!;
+    this.#resumeWork(pending);
+    setPhase(ctx, "intake");
+    this.#intakeLoop = this.#runIntake();
+    this.#triggerTimer = setInterval(() => this.#maybeClose(), 1000);
+    this.log.debug({ config: redactedConfig(this.config), configHash: configHash(this.config) }, "configuration");
+    this.log.info({ url: redactUrl(this.natsUrl ?? ""), round: ctx.state.record.round, pending: pending?.round ?? null, metricsPort: this.metricsPort }, "daemon started");
+  }
+
+  /** Everything start() does before intake: connection, streams, state, recovery, consumer, observability. */
+  async #open(): Promise<Manifest | null> {
     const url = await this.#natsUrl();
     const nats = await connectNats(this.config.nats, url);
     this.natsUrl = url;
@@ -102,16 +134,15 @@ export class Daemon {
     this.#admission = new Admission(ctx, this.#frameObjects(nats), () => this.#nextRound);
     await this.#startObservability(ctx);
     await this.#intake.ensureConsumer();
-    this.#resumeWork(recovered.pending);
-    setPhase(ctx, "intake");
-    this.#intakeLoop = this.#runIntake();
-    this.#triggerTimer = setInterval(() => this.#maybeClose(), 1000);
-    this.log.debug({ config: redactedConfig(this.config), configHash: configHash(this.config) }, "configuration");
-    this.log.info({ url: redactUrl(url), round: state.record.round, pending: recovered.pending?.round ?? null, metricsPort: this.metricsPort }, "daemon started");
+    return recovered.pending;
   }
 
-  /** Graceful stop; idempotent. */
+  /** Graceful stop; idempotent. During start(), it takes effect as soon as the opening steps are done. */
   async stop(): Promise<void> {
+    if (this.#opening) {
+      this.#stopRequested = true;
+      return void (await this.closed);
+    }
     const ctx = this.#ctx;
     if (!ctx || ctx.stopping) return void (await this.closed);
     ctx.stopping = true;
