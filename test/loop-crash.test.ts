@@ -13,7 +13,8 @@ const ROLLOUTS = 12;
 const RECOVERY_LOG: Record<string, (l: Record<string, unknown>) => boolean> = {
   intake: (l) => l.msg === "round committed" && l.round === 2,
   assembling: (l) => l.msg === "removing partial round folder of a previous run" && l.round === 2,
-  training: (l) => l.msg === "resuming the uncommitted round from its manifest" && l.round === 2,
+  // the trainer had finished: its output is gated and committed, not trained again
+  training: (l) => l.msg === "using the finished training of the previous run's last attempt" && l.round === 2,
   committed: (l) => l.msg === "marking the committed round's manifest" && l.round === 2,
   publishing: (l) => l.msg === "adapter published" && l.round === 2,
 };

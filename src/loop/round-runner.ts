@@ -10,6 +10,7 @@ import { configHash } from "./config.js";
 import { setPhase, type Buffered, type LoopContext } from "./context.js";
 import { isStateConflict } from "./errors.js";
 import { sha256File } from "../files.js";
+import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate } from "./gate.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
 import { incomingDir, roundDir } from "./paths.js";
@@ -89,6 +90,13 @@ export class RoundRunner {
   async #train(manifest: Manifest, dir: string): Promise<{ manifest: Manifest; stats: PpoStats | null; outDir: string | null; error: string | null }> {
     const { ctx } = this;
     setPhase(ctx, "training");
+    if (manifest.status === "training" && manifest.attempts > 0) {
+      const finished = await findFinishedAttempt(dir, manifest.attempts);
+      if (finished) {
+        ctx.log.info({ round: manifest.round, attempt: manifest.attempts, outDir: finished.outDir }, "using the finished training of the previous run's last attempt");
+        return { manifest, stats: finished.stats, outDir: finished.outDir, error: null };
+      }
+    }
     let current = manifest;
     let error: string | null = null;
     for (let attempt = manifest.attempts + 1; attempt <= ctx.config.trainer.maxAttempts; attempt++) {
