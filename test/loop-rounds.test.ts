@@ -49,6 +49,18 @@ describe("rounds - triggers", () => {
     expect([...buffer.entries()].map((e) => e.seq)).toEqual([2]);
   });
 
+  it("after a groups close, max wait counts from the oldest rollout left behind, not the closed round's first", () => {
+    const buffer = new RoundBuffer();
+    const r = rules({ rows: 100, groups: 1, groupSize: 2, maxWaitS: 10, minRows: 1 });
+    buffer.add(entry(1, 1, "a"), 0);
+    buffer.add(entry(2, 1, "b"), 5_000);
+    buffer.add(entry(3, 1, "a"), 9_000);
+    expect(buffer.take(buffer.trigger(9_000, r)!, r).map((e) => e.seq)).toEqual([1, 3]);
+    expect(buffer.openedAt).toBe(5_000);
+    expect(buffer.trigger(14_999, r)).toBeNull();
+    expect(buffer.trigger(15_000, r)).toBe("max_wait");
+  });
+
   it("ignores a second add of the same sequence (a redelivery)", () => {
     const buffer = new RoundBuffer();
     buffer.add(entry(1, 2), 0);

@@ -1,6 +1,6 @@
 // The open round's buffer and its trigger (DESIGN.md data flow step 2). A round closes when it has round.rows
 // decision rows, or round.groups complete groups (a group is complete with round.groupSize rollouts), or
-// round.maxWaitS passed since its first rollout with at least min(round.minRows, round.rows) rows.
+// round.maxWaitS passed since its oldest rollout arrived with at least min(round.minRows, round.rows) rows.
 // When groups are sized, a round closed by rows or groups takes complete groups and ungrouped rollouts and leaves
 // incomplete groups for the next round (GRPO needs whole groups); a max-wait close takes everything.
 import type { Config } from "./config.js";
@@ -19,12 +19,14 @@ export type RoundRules = Config["round"];
 
 export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   readonly #entries = new Map<number, E>();
+  /** stream sequence → ms timestamp of its arrival */
+  readonly #arrivedAt = new Map<number, number>();
   #rows = 0;
   #openedAt: number | null = null;
 
   get rows(): number { return this.#rows; }
   get size(): number { return this.#entries.size; }
-  /** ms timestamp of the first rollout of the open round, null when empty */
+  /** ms timestamp of the arrival of the open round's oldest rollout (incomplete groups a close left included), null when empty */
   get openedAt(): number | null { return this.#openedAt; }
 
   has(seq: number): boolean { return this.#entries.has(seq); }
@@ -38,8 +40,9 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   add(entry: E, now: number): void {
     if (this.#entries.has(entry.seq)) return;
     this.#entries.set(entry.seq, entry);
+    this.#arrivedAt.set(entry.seq, now);
     this.#rows += entry.rows;
-    this.#openedAt ??= now;
+    this.#openedAt = Math.min(this.#openedAt ?? now, now);
   }
 
   /** The trigger that closes the round now, or null. */
@@ -62,13 +65,16 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
       if (picked.length > 0) chosen = picked;
     }
     for (const e of chosen) this.#remove(e);
+    // what a groups/rows close leaves behind has waited since its own arrival, not since the closed round's first
+    this.#openedAt = null;
+    for (const at of this.#arrivedAt.values()) this.#openedAt = Math.min(this.#openedAt ?? at, at);
     return chosen.sort((a, b) => a.seq - b.seq);
   }
 
   #remove(e: E) {
     this.#entries.delete(e.seq);
+    this.#arrivedAt.delete(e.seq);
     this.#rows -= e.rows;
-    if (this.#entries.size === 0) this.#openedAt = null;
   }
 
   private completeGroups(groupSize: number): Set<string> {
