@@ -1,7 +1,8 @@
 // Bad input: every malformed or unacceptable rollout is rejected with its specific reason on
 // rlloop.<policy>.rejected, terminated, and the daemon keeps running (a valid round still publishes afterwards).
 // Cases: the simulator's bad-event table (src/loop/sim/bad-events.ts) plus stale adapter, duplicate id, and
-// frames by path (missing, oversized, corrupt, symlink escaping the root) and by object (missing, present).
+// frames by path (missing, oversized, corrupt, symlink escaping the root) and by object (missing, corrupt chunks,
+// present).
 import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Objm } from "@nats-io/obj";
@@ -60,6 +61,11 @@ describe("loop - rejects bad input with a specific reason", () => {
     mkdirSync(join(env.framesRoot, "links"), { recursive: true });
     symlinkSync("/etc/hostname", join(env.framesRoot, "links", "escape.png"));
     await own("symlink-escape", "image_outside_roots", { steps: [step({ path: join(env.framesRoot, "links", "escape.png") })] });
+    // an object whose chunks no longer hash to its digest (a second chunk appended behind the store's back)
+    const objects = await new Objm(env.nc).create(FRAMES_BUCKET);
+    const tampered = await objects.putBlob({ name: "frames/tampered.png" }, png);
+    await env.js.publish(`$O.${FRAMES_BUCKET}.C.${tampered.nuid}`, Buffer.alloc(16, 1));
+    await own("object-corrupt", "image_corrupt", { steps: [step({ object: "frames/tampered.png" })] });
     await own("object-missing", "image_missing", { steps: [step({ object: "no/such/frame.png" })] });
     await own("second-step-corrupt", "image_corrupt", { steps: [step({ png_base64: png.toString("base64") }), step({ path: "corrupt.png" })] });
     await own("unknown-adapter", "unknown_adapter", { adapter: { round: 7, name: "bt-r7" } });
@@ -79,11 +85,10 @@ describe("loop - rejects bad input with a specific reason", () => {
       .filter(([seq, [, reason]]) => found.get(seq)?.reason !== reason)
       .map(([seq, [id, reason]]) => `${id}: expected ${reason}, got ${found.get(seq)?.reason} (${found.get(seq)?.message})`);
     expect(mismatches).toEqual([]);
-    expect(expected.size).toBe(table.length + 9);
+    expect(expected.size).toBe(table.length + 10);
     for (const [seq] of expected) expect(found.get(seq)?.message.length).toBeGreaterThan(10);
 
     // a frame from the object store is accepted; with dup-0 (1 row) and 3 more rows round 2 closes
-    const objects = await new Objm(env.nc).create(FRAMES_BUCKET);
     await objects.putBlob({ name: "frames/ok.png" }, png);
     const good = await makeRollout("ok2", 0, { steps: 3, adapterRound: 1 });
     good.steps = good.steps.map((s) => ({ ...s, image: { object: "frames/ok.png" } }));

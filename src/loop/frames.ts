@@ -108,7 +108,12 @@ async function readFrameObject(name: string, limits: FrameLimits): Promise<Buffe
   const info = await store.info(name);
   if (!info || info.deleted) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)} not found`);
   if (info.size > limits.maxBytes) throw new RolloutRejectedError("image_too_large", `frame object ${JSON.stringify(name)} has ${info.size} bytes, frames.maxBytes is ${limits.maxBytes}`);
-  const data = await store.getBlob(name);
+  const data = await store.getBlob(name).catch((cause: unknown) => {
+    // chunks that do not hash to the object's digest are the object's fault, not a transient one: retrying reads
+    // the same chunks (nats.js names the mismatch in its message; it has no error code for it)
+    if (!/corrupt object|digests do not match/i.test(String((cause as Error)?.message))) throw cause;
+    throw new RolloutRejectedError("image_corrupt", `frame object ${JSON.stringify(name)}: its chunks do not match its digest`, { cause });
+  });
   if (!data) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)} not found`);
   return Buffer.from(data);
 }
