@@ -1,13 +1,13 @@
 // Faults the daemon survives: a nats-server restart during intake, its consumer deleted by an operator, a stop
-// (SIGTERM) while it is still starting, a trainer that keeps failing (round failed, rollouts rejected, loop
-// continues), an adapter the gate refuses (NaN statistics: round committed as rejected, rollouts acked, parent
-// adapter kept).
+// (SIGTERM) while it is still starting or while the adapter cannot be published, a trainer that keeps failing
+// (round failed, rollouts rejected, loop continues), an adapter the gate refuses (NaN statistics: round committed
+// as rejected, rollouts acked, parent adapter kept).
 import { afterEach, describe, expect, it } from "vitest";
 import { parseConfig, type ConfigInput } from "../src/loop/config.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
-import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/loop/schema.js";
+import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/loop/schema.js";
 import { StateStore } from "../src/loop/state.js";
 import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
@@ -101,6 +101,29 @@ describe("loop - faults", () => {
     await daemon.start();
     const acc = await settled(e, rollouts.map((r) => r.id));
     expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
+  });
+
+  it("faults - a stop while the adapter store refuses the adapter exits cleanly; the next start publishes it", async () => {
+    const e = await start({ log: { level: (process.env.TEST_LOG_LEVEL ?? "error") as "error" } });
+    // the adapter bucket's stream takes no message bigger than 8 bytes: every chunk of the put is refused
+    const stream = `OBJ_${ADAPTER_BUCKET}`;
+    const { config } = await e.jsm.streams.info(stream);
+    await e.jsm.streams.update(stream, { ...config, max_msg_size: 8 });
+    const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("stop-publish", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    await waitFor("round 1 committed", async () => (await readManifest(roundDir(e.workDir, POLICY, 1)))?.status === "committed");
+    await daemon!.stop();
+    expect(await daemon!.closed).toBeNull(); // not a fatal error: the round is committed, only its announcement waits
+    expect(await eventsOn(e.jsm, subjects(POLICY).adapters)).toEqual([]);
+
+    await e.jsm.streams.update(stream, { ...config, max_msg_size: -1 });
+    daemon = new Daemon({ config: parseConfig(e.config()) });
+    await daemon.start();
+    const adapters = await waitFor("round 1 announced by the next start", async () => {
+      const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+      return list.length > 0 ? list : null;
+    });
+    expect(adapters.map((a) => a.round)).toEqual([1]);
   });
 
   it("faults - a round whose training fails maxAttempts times is failed, its rollouts rejected, the loop continues", async () => {

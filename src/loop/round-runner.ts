@@ -205,7 +205,13 @@ export class RoundRunner {
     const started = performance.now();
     const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats }, {
       afterPut: () => pausePoint("publishing", round, ctx.log),
-    }), { what: `publish of round ${round}`, log: ctx.log, stopped: () => ctx.stopping });
+    }), { what: `publish of round ${round}`, log: ctx.log, stopped: () => ctx.stopping }).catch((err: unknown) => {
+      if (!ctx.stopping) throw err;
+      // committed and acked already: the next start publishes it (daemon.ts #resumeWork), so a stop is not a failure
+      ctx.log.warn({ err, round }, "publish interrupted by the stop; the next start publishes this round");
+      return null;
+    });
+    if (result === null) return;
     ctx.metrics.stepSeconds.observe({ step: "publish" }, (performance.now() - started) / 1000);
     if (!result.published) {
       ctx.log.info({ round, lastRound: result.lastRound }, "adapter already announced");
