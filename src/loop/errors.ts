@@ -20,7 +20,8 @@ export class TrainerError extends Error {
   override name = "TrainerError";
 }
 
-/** Another writer moved the state record: this daemon must not continue (two daemons on one policy). */
+/** The state record is not where this daemon expects it: another writer moved it (two daemons on one policy), or
+ *  it is behind rounds committed on disk (it lost writes). The daemon must not continue. */
 export class StateConflictError extends Error {
   override name = "StateConflictError";
 }

@@ -1,6 +1,8 @@
 // What a starting daemon finds on disk, judged against the committed state record (the single source of truth):
 //   - round folders beyond state.round + 1, and folders of round state.round + 1 without a manifest, are partial
 //     work of a killed daemon: removed (their messages are redelivered and buffered again);
+//   - a committed manifest beyond state.round cannot come from a killed daemon (the record moves before the
+//     manifest is marked): the state record lost writes, and the daemon refuses to start rather than delete it;
 //   - a manifest of round state.round + 1 is the pending round: re-run from its manifest, its events reserved;
 //   - a manifest of round state.round that is not marked committed (killed between commit and manifest update)
 //     is marked committed with the state's outcome;
@@ -9,6 +11,7 @@
 import { readdir, rm } from "node:fs/promises";
 import type { Logger } from "pino";
 import { AppliedRounds } from "./applied.js";
+import { StateConflictError } from "./errors.js";
 import { readManifest, updated, writeManifest, type Manifest } from "./manifest.js";
 import { incomingDir, policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
 import type { StateRecord } from "./state.js";
@@ -33,12 +36,17 @@ export async function recover(workDir: string, state: StateRecord, dedupRounds: 
 
 async function recoverPending(workDir: string, state: StateRecord, log: Logger): Promise<Manifest | null> {
   const next = state.round + 1;
+  const later = (await roundNumbers(workDir, state.policy)).filter((round) => round > state.round);
+  const manifests = await Promise.all(later.map((round) => readManifest(roundDir(workDir, state.policy, round)).catch(() => null)));
+  // judged before anything is removed
+  later.forEach((round, i) => {
+    if (manifests[i]?.status === "committed") throw committedBeyondState(roundDir(workDir, state.policy, round), round, state);
+  });
   let pending: Manifest | null = null;
-  for (const round of await roundNumbers(workDir, state.policy)) {
-    if (round <= state.round) continue;
+  for (const [i, round] of later.entries()) {
     const dir = roundDir(workDir, state.policy, round);
-    const manifest = round === next ? await readManifest(dir).catch(() => null) : null;
-    if (manifest && manifest.status !== "committed") {
+    const manifest = manifests[i];
+    if (round === next && manifest) {
       pending = manifest;
       log.info({ round, status: manifest.status, attempts: manifest.attempts, events: manifest.events.length }, "resuming the uncommitted round from its manifest");
       continue;
@@ -47,6 +55,14 @@ async function recoverPending(workDir: string, state: StateRecord, log: Logger):
     await rm(dir, { recursive: true, force: true });
   }
   return pending;
+}
+
+function committedBeyondState(dir: string, round: number, state: StateRecord): StateConflictError {
+  return new StateConflictError(
+    `round ${round} of policy ${state.policy} is committed (${dir}) but the state record is at round ${state.round}: ` +
+      "the KV state lost writes (restored from an older copy, or a bucket re-created?). Restore the state record, " +
+      "or move the round folders above it away to redo those rounds",
+  );
 }
 
 async function markCommitted(workDir: string, state: StateRecord, log: Logger): Promise<void> {
