@@ -5,14 +5,17 @@
 // 0), those of the one-shot `rlloop train ppo --gpus 2` on the same rows: the model kept loaded between rounds
 // carries nothing from one round into the next. A round with a missing frame fails its attempt and names the row;
 // a killed rank is replaced by new ranks.
-import { copyFile, mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
+import { execa } from "execa";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ResidentRoundTrainer } from "../src/loop/resident-trainer.js";
 import type { TrainJob } from "../src/loop/trainer.js";
 import { readSafetensors } from "./helpers/safetensors.js";
+import { waitFor } from "./helpers/loop.js";
+import { ROOT } from "./helpers/train-fixtures.js";
 import { figure, rlloopTrain, trainFixture } from "./helpers/train-run.js";
 
 const FLAGS = ["--batch", "1", "--accumulation", "2", "--lr", "3e-5", "--gpus", "2", "--device", "cpu", "--dtype", "float32"];
@@ -103,6 +106,53 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     expect(after.some((pid) => before.includes(pid))).toBe(false);
   });
 });
+
+describe("train resident - ranks do not outlive their parent", () => {
+  it("SIGKILL of `rlloop train` in the middle of a job ends its ranks at once: nothing trains on, nothing is written", async () => {
+    const fx = await trainFixture();
+    const out = join(await mkdtemp(join(tmpdir(), "rlloop-orphan-")), "out");
+    // 2000 epochs of 8 rows: minutes of work, far longer than this test waits
+    const parent = execa(process.execPath, [
+      "--import", "tsx", join(ROOT, "test", "helpers", "train-cli.ts"), "train", "ppo", "--model", join(fx, "model"),
+      "--prompt", join(fx, "prompt.jinja"), "--data", join(fx, "ppo.jsonl"), "--adapter", join(fx, "seed-round"),
+      "--ref", join(fx, "ref"), "--out", out, ...FLAGS, "--epochs", "2000",
+    ], { cwd: ROOT, env: { RLLOOP_LOG_LEVEL: "info" }, reject: false });
+    let log = "";
+    parent.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()));
+    await waitFor("the ranks' job to start", () => /"msg":"ppo start"/.test(log) || null, 120_000);
+    const ranks = await childPids(parent.pid!);
+    expect(ranks).toHaveLength(2);
+    // (the exit only: the ranks share the parent's stdout, so its stream closes when they are gone too)
+    const exited = new Promise((resolve) => parent.once("exit", resolve));
+    parent.kill("SIGKILL");
+    await exited;
+    try {
+      await waitFor("the ranks to exit", async () => ((await Promise.all(ranks.map(running))).some(Boolean) ? null : true));
+    } finally {
+      for (const pid of ranks) if (await running(pid)) process.kill(pid, "SIGKILL");
+    }
+    await expect(readFile(join(out, "stats.json"))).rejects.toThrow(/ENOENT/);
+  });
+});
+
+/** Process ids whose parent is `pid` (from /proc). */
+async function childPids(pid: number): Promise<number[]> {
+  const found: number[] = [];
+  for (const name of await readdir("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(join("/proc", name, "stat"), "utf8").catch(() => "");
+    // fields after the parenthesised command name: state, ppid, ...
+    const [, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(ppid) === pid) found.push(Number(name));
+  }
+  return found;
+}
+
+/** Whether `pid` still runs (a zombie, exited but not yet reaped, does not). */
+async function running(pid: number): Promise<boolean> {
+  const stat = await readFile(join("/proc", String(pid), "stat"), "utf8").catch(() => null);
+  return stat !== null && stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+}
 
 /** Largest absolute difference between the same-named tensors of two folders' `file` (the same keys required). */
 async function maxDifference(actualDir: string, expectedDir: string, file: string): Promise<number> {

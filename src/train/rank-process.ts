@@ -2,6 +2,7 @@
 // then runs the jobs it is sent over IPC one after another until told to stop. Logs go to stdout as pino JSON
 // with the rank bound.
 import { getOneMessage, sendMessage } from "execa";
+import type { Logger } from "pino";
 import { logger } from "../log.js";
 import type { ProcessGroup } from "../native.js";
 import { RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
@@ -10,10 +11,34 @@ import { loadModel, runJob } from "./run-job.js";
 const send = (message: FromRank) => sendMessage(message as never);
 const errorOf = (err: unknown) => ({ name: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) });
 
+/**
+ * The parent (the daemon or `rlloop train`) is gone when the IPC channel closes: a rank in the middle of a job
+ * would otherwise train on to its end (possibly hours) on GPUs a restarted daemon's new ranks are about to use.
+ * Nothing it holds needs saving (a round's output counts only once the parent has it), so it ends at once.
+ */
+function exitWithParent(log: Logger): () => void {
+  const onParentGone = () => {
+    log.warn("parent process gone: exiting");
+    process.kill(process.pid, "SIGKILL");
+  };
+  process.once("disconnect", onParentGone);
+  // the listener keeps the IPC channel, and so the process, alive: removed when the rank ends normally
+  return () => process.off("disconnect", onParentGone);
+}
+
 async function main(): Promise<void> {
   const spec = JSON.parse(process.env[RANK_SPEC_ENV] ?? "null") as RankSpec | null;
   if (spec === null) throw new Error(`${RANK_SPEC_ENV} is not set: rank processes are started by rlloop`);
   const log = logger("train", { rank: spec.rank });
+  const parentWatch = exitWithParent(log);
+  try {
+    await serve(spec, log);
+  } finally {
+    parentWatch();
+  }
+}
+
+async function serve(spec: RankSpec, log: Logger): Promise<void> {
   let group: ProcessGroup | null = null;
   let model;
   try {
