@@ -122,8 +122,8 @@ export class ResidentTrainer {
   private async send(rank: number, message: ToRank): Promise<void> {
     try {
       await this.processes[rank]!.sendMessage(message as never);
-    } catch (err) {
-      throw this.dead ?? new RankError(rank, `rank ${rank} exited: ${(err as Error).message}`);
+    } catch {
+      throw this.dead ?? (await this.exitError(rank));
     }
   }
 
@@ -134,8 +134,8 @@ export class ResidentTrainer {
         let answer: FromRank;
         try {
           answer = (await p.getOneMessage()) as FromRank;
-        } catch (err) {
-          throw this.dead ?? new RankError(rank, `rank ${rank} exited: ${(err as Error).message}`);
+        } catch {
+          throw this.dead ?? (await this.exitError(rank));
         }
         check(rank, answer);
       }),
@@ -158,10 +158,30 @@ export class ResidentTrainer {
 
   private exited(rank: number, err: Error | null): void {
     if (this.stopping && err === null) return;
-    const why = new RankError(rank, `rank ${rank} exited: ${err?.message.split("\n")[0] ?? "without being asked to stop"}`);
+    const why = new RankError(rank, `rank ${rank} exited: ${err ? howItEnded(err) : "without being asked to stop"}`);
     if (this.dead === null) this.log.error({ rank, err: why.message }, "rank process exited");
     this.kill(why);
   }
+
+  /**
+   * A rank's IPC channel closed (execa rejects the send or the wait for an answer at once): its exit status
+   * arrives a moment later, and is what says why (a signal: the OOM killer's SIGKILL, a native crash's SIGSEGV).
+   */
+  private async exitError(rank: number): Promise<RankError> {
+    const settled = this.processes[rank]!.then(() => null, (err: Error) => err);
+    const timeout = new Promise<"running">((resolve) => setTimeout(() => resolve("running"), 5000).unref());
+    const ended = await Promise.race([settled, timeout]);
+    const how = ended === "running" ? "closed its IPC channel" : ended === null ? "exit code 0" : howItEnded(ended);
+    return new RankError(rank, `rank ${rank} exited: ${how}`);
+  }
+}
+
+/** "killed by SIGKILL" or "exit code 3", from execa's error of a process that ended. */
+function howItEnded(err: Error): string {
+  const { signal, exitCode } = err as Error & { signal?: string; exitCode?: number };
+  if (signal) return `killed by ${signal}`;
+  if (exitCode !== undefined) return `exit code ${exitCode}`;
+  return err.message.split("\n")[0] ?? "unknown";
 }
 
 function rankModel(model: ModelSpec, rank: number): ModelSpec {
