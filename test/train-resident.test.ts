@@ -98,7 +98,7 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     const dir = await roundFolder(5);
     // Whether the death is noticed before this attempt starts or during it is a race; either outcome is allowed.
     const first = await trainer.train(job(5, dir, join(fx, "seed-round"), 1)).catch((err: Error) => err);
-    if (first instanceof Error) expect(first.message).toMatch(/resident trainer failed on round 5 \(attempt 1\): rank 1 exited: killed by SIGKILL$/);
+    if (first instanceof Error) expect(first.message).toMatch(/resident trainer failed on round 5 \(attempt 1\): rank 1 exited: killed by SIGKILL\b/);
     const stats = await trainer.train({ ...job(5, dir, join(fx, "seed-round"), 1), attempt: 2 });
     expect(stats.rows).toBe(8);
     const after = await trainer.rankPids();
