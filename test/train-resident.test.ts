@@ -91,6 +91,21 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     expect(stats.rows).toBe(8);
   });
 
+  it("closing while a round trains lets that round finish, then ends the ranks; later rounds are refused", async () => {
+    const closing = new ResidentRoundTrainer({
+      args: ["--model", join(fx, "model"), "--prompt", join(fx, "prompt.jinja"), ...FLAGS],
+      log: pino({ level: "warn" }),
+    });
+    await closing.start();
+    const pids = await closing.rankPids();
+    const training = closing.train(job(6, await roundFolder(6), join(fx, "seed-round"), 1));
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the job is on the ranks
+    await closing.close();
+    expect((await training).rows).toBe(8);
+    expect(await Promise.all(pids.map(running))).toEqual([false, false]);
+    await expect(closing.train(job(7, await roundFolder(7), join(fx, "seed-round"), 1))).rejects.toThrow("resident trainer: closed");
+  });
+
   it("replaces the ranks after one is killed: at most the next attempt fails (naming the rank), the one after trains", async () => {
     const before = await trainer.rankPids();
     expect(before).toHaveLength(2);

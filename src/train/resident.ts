@@ -148,10 +148,12 @@ export class ResidentTrainer {
     for (const p of this.processes) p.kill();
   }
 
-  /** Asks every rank to stop after its current job and waits until all have exited. */
+  /** Lets the job in flight finish (later ones are refused), then stops every rank and waits until all have exited. */
   async stop(): Promise<void> {
     this.stopping = true;
     this.dead ??= new Error("the resident trainer was stopped");
+    // a rank reads its next message only between jobs: a stop sent during one would never be read
+    await this.queue;
     await Promise.allSettled(this.processes.map((_, rank) => this.send(rank, { type: "stop" })));
     await this.closed;
   }
