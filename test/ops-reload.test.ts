@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm, type ObjectStore } from "@nats-io/obj";
@@ -115,7 +115,8 @@ describe("reload - two vLLM replicas, one failing", () => {
 
   test("round 1 loads on the healthy replica and fails on the other with vLLM's reason", async () => {
     const published = await publishAdapter(1, { r: 16, alpha: 32, fill: 0.1 });
-    reloader = await startReloader(nc, options([healthy.url, failing.url]), log);
+    // a relative --dir: vLLM must still be sent the absolute path (it resolves relative ones against its own cwd)
+    reloader = await startReloader(nc, { ...options([healthy.url, failing.url]), dir: relative(process.cwd(), dir) }, log);
     const [a, b] = await eventsFor("bt-r1", 2).then((found) => [found.find((e) => e.replica === healthy.url), found.find((e) => e.replica === failing.url)]);
     expect(a).toMatchObject({ type: "adapter.loaded", policy: POLICY, name: "bt-r1" });
     expect(b).toMatchObject({ type: "adapter.load_failed", name: "bt-r1" });

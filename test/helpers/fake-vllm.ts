@@ -12,7 +12,8 @@
 //     loaded. If you want to load the adapter in place, set 'load_inplace' to True."
 //   * no adapter_config.json at the path (FileNotFoundError in PEFTHelper.from_local_dir): 404 NotFoundError
 //     "Loading lora <n> failed: No adapter found for <path>"
-//   * any other load failure (engine add_lora raising): 500 InternalServerError with the exception text, e.g.
+//   * any other load failure (engine add_lora raising): 500 InternalServerError with the exception text (releases
+//     before serving.py's move to openai/models/ answered 400 BadRequestError; the reloader treats both as final), e.g.
 //     "Missing required configuration fields: {'r'}", "LoRA rank 64 is greater than max_lora_rank 16.",
 //     "<dir> doesn't contain tensors", or a safetensors header error.
 //   * unload without lora_name: 400 InvalidUserInput; unload of an unknown name: 404 NotFoundError

@@ -28,9 +28,10 @@ export function registerReloadCommand(program: Command): void {
       .option("--policy <name>", "policy (default: config policy.name)")
       .option("--dir <dir>", "local adapter directory, readable by the vLLM servers at the same path (default: <workDir>/reloader)")
       .option("--keep <n>", "versions each replica keeps loaded (default: offPolicy.maxStaleness + 1)", positiveInt("--keep"))
-      .option("--retries <n>", "retries of a transient failure (unreachable, 408/429/502/503/504)", nonNegativeInt("--retries"), 5)
+      // the defaults wait ~8 minutes for a replica (or the object store) to come back: a vLLM restart takes minutes
+      .option("--retries <n>", "retries of a transient failure (unreachable, 408/429/502/503/504)", nonNegativeInt("--retries"), 20)
       .option("--retry-min-ms <ms>", "first backoff; doubles per retry", positiveInt("--retry-min-ms"), 500)
-      .option("--retry-max-ms <ms>", "longest backoff", positiveInt("--retry-max-ms"), 10_000)
+      .option("--retry-max-ms <ms>", "longest backoff", positiveInt("--retry-max-ms"), 30_000)
       .option("--timeout <ms>", "per HTTP request to vLLM (a load reads the adapter onto the GPU)", positiveInt("--timeout"), 120_000)
       .option("--no-prune", "keep local copies of adapters older than --keep")
       .addHelpText("after", "\nThe vLLM API key, when the servers run with --api-key, is read from VLLM_API_KEY (never a flag: flags show in ps).")

@@ -12,7 +12,7 @@
 // idempotent (a name a replica already holds counts as loaded). Nothing an announcement or a replica does can
 // stop the loop: failures become load_failed events and log lines.
 import { readdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm } from "@nats-io/obj";
@@ -56,7 +56,9 @@ export interface ReloaderHooks {
   onOutcome?: (outcome: AnnouncementOutcome) => void;
 }
 
-export async function startReloader(nc: NatsConnection, opts: ReloaderOptions, log: Logger, hooks: ReloaderHooks = {}): Promise<Reloader> {
+export async function startReloader(nc: NatsConnection, options: ReloaderOptions, log: Logger, hooks: ReloaderHooks = {}): Promise<Reloader> {
+  // vLLM resolves a relative lora_path against its own working directory, not ours: send absolute paths
+  const opts = { ...options, dir: resolve(options.dir) };
   if (opts.replicas.length === 0) throw new RangeError("reload needs at least one --vllm replica URL");
   if (!Number.isInteger(opts.keep) || opts.keep < 1) throw new RangeError(`'keep' must be a positive integer, got ${opts.keep}`);
   const js = jetstream(nc);
