@@ -110,7 +110,7 @@ export class ResidentRoundTrainer implements RoundTrainer {
 
   async #start(): Promise<ResidentTrainer> {
     try {
-      const { model, ranks } = await resolveModel(parseTrainFlags("ppo", this.#args, false));
+      const { model, ranks } = await resolveModel(parseTrainFlags("ppo", this.#args, false), { ...process.env, ...this.#env });
       return await ResidentTrainer.start({ model, ranks, env: this.#env, log: this.#log });
     } catch (cause) {
       throw new TrainerError(`resident trainer: cannot start the ranks: ${(cause as Error).message}`, { cause });

@@ -138,11 +138,19 @@ export async function resolveOptions(kind: JobKind, raw: RawOptions): Promise<{ 
   return { job, ...(await resolveModel(raw)) };
 }
 
-/** The model part of the flags (--model, --device, --dtype, --checkpointing, --gpus); the folder is checked here. */
-export async function resolveModel(raw: Pick<RawOptions, "model" | "device" | "dtype" | "checkpointing" | "gpus">): Promise<{ model: ModelSpec; ranks: number }> {
+/**
+ * The model part of the flags (--model, --device, --dtype, --checkpointing, --gpus); the folder is checked here.
+ * `env` is the rank processes' environment (the daemon's trainer.env over its own): its CUDA_VISIBLE_DEVICES is the
+ * one that decides which GPUs they see.
+ */
+export async function resolveModel(
+  raw: Pick<RawOptions, "model" | "device" | "dtype" | "checkpointing" | "gpus">,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ model: ModelSpec; ranks: number }> {
   await mustHave(raw.model, "--model", ["config.json", "tokenizer.json", "preprocessor_config.json"]);
-  const device = raw.device ?? (visibleGpus() > 0 ? "cuda" : "cpu");
-  const ranks = raw.gpus ?? (device === "cpu" ? 1 : Math.max(1, visibleGpus()));
+  const gpus = visibleGpus(env);
+  const device = raw.device ?? (gpus > 0 ? "cuda" : "cpu");
+  const ranks = raw.gpus ?? (device === "cpu" ? 1 : Math.max(1, gpus));
   const model: ModelSpec = {
     dir: raw.model,
     device: device === "cpu" ? "cpu" : "cuda:0",
@@ -188,8 +196,8 @@ export async function checkRows(job: TrainJob): Promise<void> {
 }
 
 /** GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else the /dev/nvidiaN device files. */
-export function visibleGpus(): number {
-  const visible = process.env.CUDA_VISIBLE_DEVICES;
+export function visibleGpus(env: NodeJS.ProcessEnv = process.env): number {
+  const visible = env.CUDA_VISIBLE_DEVICES;
   if (visible !== undefined) return visible.split(",").filter((s) => s.trim() !== "" && s.trim() !== "-1").length;
   let count = 0;
   while (existsSync(`/dev/nvidia${count}`)) count++;
