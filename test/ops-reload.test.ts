@@ -235,4 +235,20 @@ describe("reload - two vLLM replicas, one failing", () => {
     expect(r11.type === "adapter.load_failed" && r11.reason).toMatch(/differs from the announced 0{64}/);
     await reloader.stop();
   });
+
+  test("a replica that restarts (forgetting its adapters) is given the newest one again by the periodic check", async () => {
+    const replica = await startFakeVllm();
+    const reloader = await startReloader(nc, { ...options([replica.url]), checkIntervalMs: 50 }, log);
+    await publishAdapter(12, { r: 16, alpha: 32, fill: 0.3 });
+    expect(await eventOf(replica, "bt-r12")).toMatchObject({ type: "adapter.loaded" });
+    const loadsBefore = replica.requests.filter((r) => r.path === "/v1/load_lora_adapter").length;
+    replica.restart();
+    expect(replica.loaded()).toEqual([]);
+    const again = await eventsFor("bt-r12", 2).then((found) => found.filter((e) => e.replica === replica.url));
+    expect(again.map((e) => e.type)).toEqual(["adapter.loaded", "adapter.loaded"]);
+    expect(replica.loaded()).toEqual([expect.objectContaining({ name: "bt-r12", path: join(dir, POLICY, "r12") })]);
+    expect(replica.requests.filter((r) => r.path === "/v1/load_lora_adapter")).toHaveLength(loadsBefore + 1);
+    await reloader.stop();
+    await replica.close();
+  });
 });

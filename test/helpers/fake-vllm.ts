@@ -22,8 +22,9 @@
 // - GET /v1/models lists the base model card then one card per loaded adapter: {id: lora_name, object "model",
 //   created, owned_by "vllm", root: lora_path, parent: base model name, max_model_len: null, permission: [...]}.
 //
-// Test hooks (not part of vLLM): a list of every request received, and injected failures (the next N loads
-// answer 503, or every request does) to stand in for a replica that is restarting or down.
+// Test hooks (not part of vLLM): a list of every request received, injected failures (the next N loads answer 503,
+// or every request does) to stand in for a replica that is restarting or down, and a restart that forgets the
+// loaded adapters.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { readFile, stat } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
@@ -65,6 +66,8 @@ export interface FakeVllm {
   failNextLoads(count: number): void;
   /** Every request answers 503 until called with false (a replica that is down behind its proxy). */
   setUnavailable(down: boolean): void;
+  /** Forgets every loaded adapter, as a restarted vLLM does (runtime-loaded adapters do not survive it). */
+  restart(): void;
   close(): Promise<void>;
 }
 
@@ -171,6 +174,7 @@ export async function startFakeVllm(options: Partial<FakeVllmOptions> = {}): Pro
     loaded: () => [...loras.values()],
     failNextLoads: (count) => { failLoads = count; },
     setUnavailable: (down) => { unavailable = down; },
+    restart: () => loras.clear(),
     close: () => new Promise<void>((done, fail) => {
       server.closeAllConnections();
       server.close((err) => (err ? fail(err) : done()));

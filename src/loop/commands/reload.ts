@@ -15,6 +15,7 @@ export interface ReloadFlags {
   retryMinMs: number;
   retryMaxMs: number;
   timeout: number;
+  checkIntervalS: number;
   prune: boolean;
 }
 
@@ -33,6 +34,7 @@ export function registerReloadCommand(program: Command): void {
       .option("--retry-min-ms <ms>", "first backoff; doubles per retry", positiveInt("--retry-min-ms"), 500)
       .option("--retry-max-ms <ms>", "longest backoff", positiveInt("--retry-max-ms"), 30_000)
       .option("--timeout <ms>", "per HTTP request to vLLM (a load reads the adapter onto the GPU)", positiveInt("--timeout"), 120_000)
+      .option("--check-interval-s <s>", "how often each replica is asked whether it still serves the newest adapter (a restarted vLLM forgets them; 0 = never)", nonNegativeInt("--check-interval-s"), 30)
       .option("--no-prune", "keep local copies of adapters older than --keep")
       .addHelpText("after", "\nThe vLLM API key, when the servers run with --api-key, is read from VLLM_API_KEY (never a flag: flags show in ps).")
       .action(async (flags: ReloadFlags) => {

@@ -37,6 +37,8 @@ export interface ReloaderOptions {
   apiKey: string | null;
   /** delete local adapter directories older than the newest `keep` once every replica has moved on */
   pruneLocal: boolean;
+  /** how often each replica is asked whether it still serves the newest adapter it loaded (null = never) */
+  checkIntervalMs?: number | null;
 }
 
 export interface AnnouncementOutcome {
@@ -78,7 +80,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   );
   const messages = await consumer.consume();
   let lastRound = 0;
-  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), loaded: 0, done: 0 }));
+  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), loaded: 0, done: 0, serving: null, checking: false }));
   const fetches = new Map<number, Promise<Fetched>>(); // by round, until every lane is past it
   const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
@@ -132,9 +134,11 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   }
 
   async function syncOnLane(client: VllmClient, lane: Lane, a: AdapterPublished, fetched: Promise<Fetched>, alog: Logger): Promise<SyncResult> {
-    const r = await loadOnReplica(client, a, await fetched);
+    const f = await fetched;
+    const r = await loadOnReplica(client, a, f);
     if (r.ok) {
       lane.loaded = a.round;
+      if ("path" in f) lane.serving = { a, path: f.path };
       alog.info({ replica: r.replica, unloaded: r.unloaded, unloadErrors: r.unloadErrors, alreadyLoaded: r.alreadyLoaded }, "adapter loaded");
     } else {
       alog.error({ replica: r.replica, reason: r.reason }, "adapter load failed");
@@ -174,9 +178,43 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
     });
   }
 
+  /**
+   * A vLLM that restarts forgets the adapters loaded at runtime, and nothing announces that: each replica is asked
+   * now and then (on its lane, between announcements) whether it still lists the newest adapter it loaded, and
+   * given it again when not. The older versions it kept are not restored: the newest is what samplers ask for.
+   */
+  async function checkReplica(client: VllmClient, lane: Lane): Promise<void> {
+    const serving = lane.serving;
+    if (serving === null || aborter.signal.aborted) return;
+    const listed = await client.models().catch(() => null); // unreachable: the next check asks again
+    if (listed === null || listed.some((m) => m.id === serving.a.name)) return;
+    const alog = log.child({ round: serving.a.round, adapter: serving.a.name });
+    alog.warn({ replica: client.replica }, "replica no longer lists the adapter (restarted?): loading it again");
+    const { a, path } = serving;
+    const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal);
+    if (r.ok) alog.info({ replica: r.replica }, "adapter loaded again");
+    else alog.error({ replica: r.replica, reason: r.reason }, "adapter could not be loaded again");
+    await publishEvent(js, subj.reloads, toEvent(a, r), log);
+  }
+
+  const checkTimer = opts.checkIntervalMs == null ? null : setInterval(() => {
+    clients.forEach((client, i) => {
+      const lane = lanes[i]!;
+      if (lane.checking) return; // the last check has not run yet (the lane is busy): one is enough
+      lane.checking = true;
+      lane.tail = lane.tail.then(() => checkReplica(client, lane)).catch((err: unknown) => {
+        log.error({ err, replica: client.replica }, "replica check failed");
+      }).finally(() => {
+        lane.checking = false;
+      });
+    });
+  }, opts.checkIntervalMs);
+  checkTimer?.unref();
+
   return {
     closed: loop,
     async stop() {
+      if (checkTimer) clearInterval(checkTimer);
       aborter.abort();
       await messages.close();
       await loop;
@@ -189,6 +227,10 @@ interface Lane {
   tail: Promise<void>;
   loaded: number;
   done: number;
+  /** the newest announcement this replica loaded, and the local copy it read */
+  serving: { a: AdapterPublished; path: string } | null;
+  /** a check of this replica is queued on its lane */
+  checking: boolean;
 }
 
 /** An announcement's adapter on local disk, or why it could not be fetched. */

@@ -25,6 +25,7 @@ export async function runReload(flags: ReloadFlags): Promise<void> {
     requestTimeoutMs: flags.timeout,
     apiKey: process.env.VLLM_API_KEY || null,
     pruneLocal: flags.prune,
+    checkIntervalMs: flags.checkIntervalS > 0 ? flags.checkIntervalS * 1000 : null,
   }, log, { onOutcome: (o) => log.info({ round: o.round, adapter: o.name, loaded: o.results.filter((r) => r.ok).length, replicas: o.results.length }, "announcement handled") });
   log.info({ replicas: flags.vllm, keep, nats: nats.url }, "reloader following adapter announcements");
   const stop = () => void reloader.stop();
