@@ -4,8 +4,9 @@
 // block-diagonally, and lora_matmul computes every member's output side by side in one GEMM. So the input is read
 // once instead of once a member (twice with the adapter), the small projections (in_proj_b/a: 32 outputs) stop
 // being GEMMs of their own, and in backward the input's gradient is one pass over the output (the adapter's term,
-// then the base GEMM accumulated onto it) instead of one a member plus the sums autograd adds between them. The members stay ordinary LoraLinears for everything else (adapters attach to them
-// by PEFT module path, the optimizer sees their masters).
+// then the base GEMM accumulated onto it) instead of one a member plus the sums autograd adds between them. The
+// members stay ordinary LoraLinears for everything else (adapters attach to them by PEFT module path, the optimizer
+// sees their masters).
 #pragma once
 #include <vector>
 

@@ -19,15 +19,14 @@ export type RoundRules = Config["round"];
 
 export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   readonly #entries = new Map<number, E>();
-  /** stream sequence → ms timestamp of its arrival */
+  /** stream sequence → ms timestamp of its arrival, in arrival order (a Map keeps insertion order) */
   readonly #arrivedAt = new Map<number, number>();
   #rows = 0;
-  #openedAt: number | null = null;
 
   get rows(): number { return this.#rows; }
   get size(): number { return this.#entries.size; }
   /** ms timestamp of the arrival of the open round's oldest rollout (incomplete groups a close left included), null when empty */
-  get openedAt(): number | null { return this.#openedAt; }
+  get openedAt(): number | null { return this.#arrivedAt.values().next().value ?? null; }
 
   has(seq: number): boolean { return this.#entries.has(seq); }
   get(seq: number): E | undefined { return this.#entries.get(seq); }
@@ -42,7 +41,6 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
     this.#entries.set(entry.seq, entry);
     this.#arrivedAt.set(entry.seq, now);
     this.#rows += entry.rows;
-    this.#openedAt = Math.min(this.#openedAt ?? now, now);
   }
 
   /** The trigger that closes the round now, or null. */
@@ -50,7 +48,8 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
     if (this.#entries.size === 0) return null;
     if (this.#rows >= rules.rows) return "rows";
     if (rules.groups !== null && rules.groupSize !== null && this.completeGroups(rules.groupSize).size >= rules.groups) return "groups";
-    const waited = this.#openedAt === null ? 0 : (now - this.#openedAt) / 1000;
+    const openedAt = this.openedAt;
+    const waited = openedAt === null ? 0 : (now - openedAt) / 1000;
     if (rules.maxWaitS !== null && waited >= rules.maxWaitS && this.#rows >= Math.min(rules.minRows, rules.rows)) return "max_wait";
     return null;
   }
@@ -64,10 +63,8 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
       const picked = all.filter((e) => e.group === undefined || complete.has(e.group));
       if (picked.length > 0) chosen = picked;
     }
-    for (const e of chosen) this.#remove(e);
     // what a groups/rows close leaves behind has waited since its own arrival, not since the closed round's first
-    this.#openedAt = null;
-    for (const at of this.#arrivedAt.values()) this.#openedAt = Math.min(this.#openedAt ?? at, at);
+    for (const e of chosen) this.#remove(e);
     return chosen.sort((a, b) => a.seq - b.seq);
   }
 

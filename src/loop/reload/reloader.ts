@@ -184,13 +184,12 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
    * given it again when not. The older versions it kept are not restored: the newest is what samplers ask for.
    */
   async function checkReplica(client: VllmClient, lane: Lane): Promise<void> {
-    const serving = lane.serving;
-    if (serving === null || aborter.signal.aborted) return;
+    if (lane.serving === null || aborter.signal.aborted) return;
+    const { a, path } = lane.serving;
     const listed = await client.models().catch(() => null); // unreachable: the next check asks again
-    if (listed === null || listed.some((m) => m.id === serving.a.name)) return;
-    const alog = log.child({ round: serving.a.round, adapter: serving.a.name });
+    if (listed === null || listed.some((m) => m.id === a.name)) return;
+    const alog = log.child({ round: a.round, adapter: a.name });
     alog.warn({ replica: client.replica }, "replica no longer lists the adapter (restarted?): loading it again");
-    const { a, path } = serving;
     const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal);
     if (r.ok) alog.info({ replica: r.replica }, "adapter loaded again");
     else alog.error({ replica: r.replica, reason: r.reason }, "adapter could not be loaded again");
