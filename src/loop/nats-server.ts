@@ -11,6 +11,7 @@ import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import { writeFileAtomic } from "../files.js";
 import { natsDir } from "./paths.js";
+import { natsServerBinary } from "../setup-env.js";
 
 export interface OwnServer {
   url: string;
@@ -29,7 +30,7 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
     return { url: `nats://${adopted.host}:${adopted.port}`, stop: () => stopPid(adopted.pid, infoFile) };
   }
   const port = config.nats.serverPort || (await freePort(config.nats.serverHost));
-  const child = await spawnNatsServer(config.nats.serverBin, config.nats.serverHost, port, join(dir, "store"));
+  const child = await spawnNatsServer(config.nats.serverBin ?? natsServerBinary(), config.nats.serverHost, port, join(dir, "store"));
   const pid = child.pid as number;
   await writeFileAtomic(infoFile, JSON.stringify({ pid, port, host: config.nats.serverHost }));
   log.info({ pid, port }, "started own nats-server");

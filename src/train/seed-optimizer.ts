@@ -9,7 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash } from "node:crypto";
 import { execa } from "execa";
-import { venvPython as sharedVenvPython } from "../python.js";
+import { venvPython as sharedVenvPython } from "../setup-env.js";
 import { TrainInputError } from "./errors.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");

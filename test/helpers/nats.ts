@@ -1,12 +1,15 @@
 // A real nats-server for tests: JetStream on, loopback, a random free port, a temp store dir.
 // `restart()` keeps port and store (a server restart the clients must survive); `stop()` removes the store.
-// The binary: $RLLOOP_NATS_SERVER, else .rlloop/env.json's "natsServer", else nats-server on PATH.
+// The binary: the pinned release scripts/setup.sh installed (src/setup-env.ts; $RLLOOP_NATS_SERVER overrides it).
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnNatsServer } from "../../src/loop/nats-server.js";
+import { natsServerBinary } from "../../src/setup-env.js";
+
+export { natsServerBinary };
 
 export interface NatsServer {
   url: string;
@@ -20,16 +23,6 @@ export interface NatsServer {
   stop(): Promise<void>;
 }
 
-export function natsServerBinary(): string {
-  if (process.env.RLLOOP_NATS_SERVER) return process.env.RLLOOP_NATS_SERVER;
-  const envFile = join(process.cwd(), ".rlloop", "env.json");
-  if (existsSync(envFile)) {
-    const bin = (JSON.parse(readFileSync(envFile, "utf8")) as { natsServer?: string }).natsServer;
-    if (bin && existsSync(bin)) return bin;
-  }
-  return "nats-server";
-}
-
 export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
@@ -41,8 +34,6 @@ export async function freePort(): Promise<number> {
     });
   });
 }
-
-/** Spawn nats-server and resolve once it logs readiness; rejects with its output if it exits first. */
 
 function waitExit(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
