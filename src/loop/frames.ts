@@ -1,7 +1,9 @@
 // Frames of a rollout step → PNG files. A frame comes as {path} (under a configured frame root), {object} (in the
-// frames object store) or {png_base64}; PNG, JPEG and WebP are accepted, decoded, size-checked and re-encoded as
-// RGB PNG, so the trainer only ever reads clean PNGs the daemon wrote itself. Every failure is a
-// RolloutRejectedError with a specific reason code.
+// frames object store) or {png_base64}; PNG, JPEG and WebP are accepted, and every frame is fully decoded and
+// size-checked before it is written. A PNG whose decoded samples already are the trainer's RGB values (8-bit
+// RGB or RGBA, no palette, no interlacing, no colour-management or orientation data, see passesThrough) is
+// written as it came; anything else is re-encoded as RGB PNG, so the trainer only ever reads plain 8-bit sRGB
+// PNGs. Every failure is a RolloutRejectedError with a specific reason code.
 import { realpathSync } from "node:fs";
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, resolve, sep } from "node:path";
@@ -22,6 +24,13 @@ export interface FrameLimits {
 const ACCEPTED = new Set(["png", "jpeg", "webp"]);
 /** Fast zlib level: frames are re-encoded once per step at intake, where CPU is the bottleneck (bench/). */
 const PNG_OPTIONS = { compressionLevel: 1, adaptiveFiltering: false } as const;
+/**
+ * Chunks a passed-through PNG may carry before its image data. Colour chunks that libvips neither reports nor
+ * applies (gAMA, cHRM, cICP, sBIT, a suggested PLTE, tRNS) are absent on purpose: the trainer ignores them, but
+ * a colour-managed reader would not, and a re-encoded frame carries none. sRGB only confirms what the trainer
+ * assumes; the text, time and density chunks say nothing about pixels.
+ */
+const PLAIN_CHUNKS = new Set(["IHDR", "sRGB", "pHYs", "tEXt", "zTXt", "iTXt", "tIME"]);
 
 /** Read the encoded bytes of a frame, enforcing roots and frames.maxBytes. */
 export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<Buffer> {
@@ -34,33 +43,92 @@ export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<
   return Buffer.from(image.png_base64, "base64");
 }
 
-/** Decode, check, re-encode as PNG and write to `dest` (tmp + rename). */
+/** Decode, check and write the frame's PNG (framePng) to `dest` (tmp + rename). */
 export async function writeFramePng(bytes: Buffer, dest: string, limits: FrameLimits): Promise<void> {
-  const png = await reencode(bytes, limits);
+  const png = await framePng(bytes, limits);
   const tmp = `${dest}.tmp`;
   // no fsync: a frame is re-creatable from the stream (replay), and the round's manifest is what is made durable
   await writeFile(tmp, png);
   await rename(tmp, dest);
 }
 
-export async function reencode(bytes: Buffer, limits: FrameLimits): Promise<Buffer> {
-  const format = await formatOf(bytes);
-  if (!ACCEPTED.has(format.name)) throw new RolloutRejectedError("image_format", `frame is ${format.name}, only PNG, JPEG and WebP are accepted`);
-  if (format.width * format.height > limits.maxPixels) {
-    throw new RolloutRejectedError("image_too_large", `frame is ${format.width}x${format.height} = ${format.width * format.height} pixels, frames.maxPixels is ${limits.maxPixels}`);
+/** The PNG to write for a frame, after a full decode: `bytes` itself when it passes through, else reencode's. */
+export async function framePng(bytes: Buffer, limits: FrameLimits): Promise<Buffer> {
+  const meta = await checkedHeader(bytes, limits);
+  if (!passesThrough(meta, bytes)) return encode(bytes, meta, limits);
+  try {
+    // failOn "warning" is sharp's default, the strictness the trainer decodes with (src/train/images.ts): a frame
+    // written as it came must open there exactly as here
+    await sharp(bytes, { failOn: "warning", limitInputPixels: limits.maxPixels }).raw().toBuffer();
+    return bytes;
+  } catch {
+    // broken, or readable only with warnings: the re-encode path decides, with today's reasons and messages
+    return encode(bytes, meta, limits);
   }
+}
+
+/** Decode, check and re-encode as RGB PNG, whatever the input. */
+export async function reencode(bytes: Buffer, limits: FrameLimits): Promise<Buffer> {
+  return encode(bytes, await checkedHeader(bytes, limits), limits);
+}
+
+/**
+ * True for a PNG the trainer reads exactly as it reads its re-encoded copy: decodeRgb (src/train/images.ts) takes
+ * 8-bit sRGB samples as they are and drops an alpha channel without compositing (as PIL's convert("RGB") does),
+ * and so does the re-encode here, so RGB and RGBA give the same pixels either way (test/loop-frames.test.ts).
+ * Every variant whose samples need converting is re-encoded, so that the conversion happens once, here, and no
+ * reader's own converter can give other values: palette (lookup), grey (expansion), 16-bit (reduction to 8), an
+ * ICC profile (a colour transform libvips applies and PIL does not). EXIF is dropped by the re-encode, so a frame
+ * that has any keeps today's path: a reader that honours its orientation (transformers' load_image) would rotate
+ * it. Interlaced frames are re-encoded because libvips decodes Adam7 into memory in full before the first row,
+ * on every training read; re-encoding once makes those plain sequential decodes.
+ */
+function passesThrough(meta: sharp.Metadata, bytes: Buffer): boolean {
+  return meta.format === "png" && meta.space === "srgb" && meta.depth === "uchar" && meta.bitsPerSample === 8
+    && (meta.channels === 3 || meta.channels === 4) && meta.isPalette !== true && meta.isProgressive !== true
+    && meta.hasProfile !== true && meta.exif === undefined && plainChunksBeforeImageData(bytes);
+}
+
+/**
+ * Walks the chunk headers up to the first IDAT (8-byte signature, then length, type, data, CRC each). Hand-read
+ * because sharp's metadata does not report gAMA, cHRM, cICP, sBIT or tRNS-on-RGB; the PNG specification puts every
+ * chunk that qualifies colour before IDAT, so the walk never reads image data. A malformed header is "not plain":
+ * the re-encode path then reports what is wrong.
+ */
+function plainChunksBeforeImageData(png: Buffer): boolean {
+  for (let at = 8; at + 8 <= png.length;) {
+    const length = png.readUInt32BE(at);
+    const type = png.toString("latin1", at + 4, at + 8);
+    if (type === "IDAT") return true;
+    if (!PLAIN_CHUNKS.has(type)) return false;
+    at += 12 + length;
+  }
+  return false;
+}
+
+async function checkedHeader(bytes: Buffer, limits: FrameLimits): Promise<sharp.Metadata> {
+  const meta = await metadataOf(bytes);
+  const name = meta.format ?? "unknown";
+  if (!ACCEPTED.has(name)) throw new RolloutRejectedError("image_format", `frame is ${name}, only PNG, JPEG and WebP are accepted`);
+  const pixels = (meta.width ?? 0) * (meta.height ?? 0);
+  if (pixels > limits.maxPixels) {
+    throw new RolloutRejectedError("image_too_large", `frame is ${meta.width}x${meta.height} = ${pixels} pixels, frames.maxPixels is ${limits.maxPixels}`);
+  }
+  return meta;
+}
+
+async function encode(bytes: Buffer, meta: sharp.Metadata, limits: FrameLimits): Promise<Buffer> {
   try {
     return await sharp(bytes, { failOn: "error", limitInputPixels: limits.maxPixels })
       .removeAlpha().toColourspace("srgb").png(PNG_OPTIONS).toBuffer();
   } catch (cause) {
-    throw new RolloutRejectedError("image_corrupt", `${format.name} frame cannot be decoded: ${(cause as Error).message}`, { cause });
+    throw new RolloutRejectedError("image_corrupt", `${meta.format} frame cannot be decoded: ${(cause as Error).message}`, { cause });
   }
 }
 
-async function formatOf(bytes: Buffer): Promise<{ name: string; width: number; height: number }> {
+async function metadataOf(bytes: Buffer): Promise<sharp.Metadata> {
   try {
-    const meta = await sharp(bytes, { limitInputPixels: false }).metadata();
-    return { name: meta.format ?? "unknown", width: meta.width ?? 0, height: meta.height ?? 0 };
+    return await sharp(bytes, { limitInputPixels: false }).metadata();
   } catch (cause) {
     // a known magic number whose header does not parse is a broken image; anything else is not an image at all
     const reason = hasImageMagic(bytes) ? "image_corrupt" : "image_format";
