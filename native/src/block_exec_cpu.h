@@ -1,7 +1,8 @@
 // The block programs' CPU executor (block_program.h): every primitive is a sequential loop, blocks run in
 // parallel over ATen's thread pool, and each block's shared memory starts as NaN, so a read of anything a program
-// did not write first poisons its outputs. Used by the tests; far slower than the ATen formulations on a real CPU
-// workload.
+// did not write first poisons its outputs. Loads are deferred to the next sync and their destination is NaN until
+// then, as asynchronous as the GPU's may be. Used by the tests; far slower than the ATen formulations on a real
+// CPU workload.
 #pragma once
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
@@ -22,7 +23,11 @@ class CpuBlock {
   void for_each(int n, F&& f) const {
     for (int i = 0; i < n; ++i) f(i);
   }
-  void sync() const {}
+  void sync() const {
+    for (const Load& l : pending_) copy(l.dst, l.ldd, l.src, l.lds, l.rows, l.cols);
+    pending_.clear();
+  }
+  bool loads_pending() const { return !pending_.empty(); }
   template <class F>
   void single(F&& f) const {
     f();
@@ -59,6 +64,12 @@ class CpuBlock {
                           "block copy: rows, leading dimensions and pointers must be whole float4s");
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) dst[r * ldd + c] = src[r * lds + c];
+  }
+
+  void load(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    for (int r = 0; r < rows; ++r)
+      std::fill(dst + r * ldd, dst + r * ldd + cols, std::numeric_limits<float>::quiet_NaN());
+    pending_.push_back(Load{dst, ldd, src, lds, rows, cols});
   }
 
   void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
@@ -99,6 +110,15 @@ class CpuBlock {
   }
 
  private:
+  struct Load {
+    float* dst;
+    int ldd;
+    const float* src;
+    int lds, rows, cols;
+  };
+  // The loads issued since the last sync (programs take the executor as const, as the CUDA one is stateless).
+  mutable std::vector<Load> pending_;
+
   static bool aligned(const float* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
   // Whether two row-major blocks' address spans overlap: conservative where two matrices interleave their rows
@@ -122,6 +142,7 @@ void run_on_cpu(const Program& program, int64_t blocks) {
     for (int64_t b = begin; b < end; ++b) {
       std::fill(shared, shared + Program::kSharedFloats, std::numeric_limits<float>::quiet_NaN());
       program.run(ex, shared, b);
+      TORCH_INTERNAL_ASSERT(!ex.loads_pending(), "block program: a load that no sync completed");
     }
   });
 }

@@ -24,7 +24,12 @@ class CudaBlock {
   __device__ __forceinline__ void for_each(int n, F&& f) const {
     for (int i = threadIdx.x; i < n; i += kBlockThreads) f(i);
   }
-  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  // The thread's own asynchronous loads first (cp.async completes per thread), then the barrier that makes every
+  // thread's writes, those loads included, visible to all.
+  __device__ __forceinline__ void sync() const {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+  }
   template <class F>
   __device__ __forceinline__ void single(F&& f) const {
     if (threadIdx.x == 0) f();
@@ -84,6 +89,18 @@ class CudaBlock {
       const int r = i / quads, c = (i % quads) * 4;
       *reinterpret_cast<float4*>(dst + r * ldd + c) = *reinterpret_cast<const float4*>(src + r * lds + c);
     }
+  }
+
+  // 16-byte cp.async copies, cached in L2 only (each element is read once a block), one group committed; the
+  // next sync() waits for them.
+  __device__ __forceinline__ void load(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    const int quads = cols / 4;
+    for (int i = threadIdx.x; i < rows * quads; i += kBlockThreads) {
+      const int r = i / quads, c = (i % quads) * 4;
+      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ldd + c));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src + r * lds + c) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
 
   __device__ __forceinline__ void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {

@@ -15,13 +15,27 @@
 //   ex.row_sums(rows, cols, out, f)   out[r] = Σ_c f(r, c)
 //   ex.sum(n, f)               Σ_i f(i), returned on every thread (barriers inside, but programs still end the
 //                              phase with ex.sync() before writing what the phase read: the CPU executor has none)
-//   ex.copy(dst, ldd, src, lds, rows, cols)   a rows x cols block (cols, ld and pointers in whole float4s)
+//   ex.copy(dst, ldd, src, lds, rows, cols)   a rows x cols block (cols, ld and pointers in whole float4s), done
+//                              when it returns: shared memory to global memory
+//   ex.load(dst, ldd, src, lds, rows, cols)   the same from global memory into shared memory, asynchronous: it
+//                              lands by the next ex.sync(), and until then dst must be neither read nor written
+//                              (the CPU executor fills it with NaN when issued and copies at the sync, so a program
+//                              that breaks this fails the tests). A phase's loads come first in it, and a load
+//                              into a region whose old content the phase still reads is a race.
 //   ex.mm(M, N, terms, count, C, ldc, beta)   C = beta·C + Σ alpha·op(A)·op(B) (M, N multiples of 16, K of 8;
 //                              every matrix 32-byte aligned with a leading dimension in whole float4s, as the
 //                              tensor cores' tile loads need; beta = 0 does not read C; C must not overlap an operand)
 //   ex.solve16(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 16 rows (SL: the
 //                              strictly lower part of A's 16 x 16 block)
-// Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote.
+// Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote. Only ex.sync
+// completes loads (ex.sum's barriers do not).
+//
+// Why loads are asynchronous: these kernels run one or two blocks an SM, and a synchronous copy or an elementwise
+// pass over global memory has a thread wait for each of its loads in turn (the compiler cannot move a load above
+// an earlier store it cannot prove apart), so a block kept ~1-2 loads a thread in flight and waited on memory
+// latency, not bandwidth. An asynchronous load puts all of a region's bytes in flight at once and lets the
+// phase's arithmetic run meanwhile; programs read global memory through loads into shared memory only, save a few
+// scalars a chunk.
 #pragma once
 #include <cstdint>
 

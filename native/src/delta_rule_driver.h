@@ -12,7 +12,7 @@ namespace rlloop::delta_rule {
 
 // Columns of the state a scan block carries: the scans run B·H·(D / BV) blocks.
 template <int D>
-constexpr int kScanColumns = D < 32 ? D : 32;
+constexpr int kScanColumns = D < 64 ? D : 64;
 
 template <int... Dims>
 constexpr bool head_size_in(int64_t D) {
