@@ -1,0 +1,64 @@
+// The page's entry: one Server-Sent Events stream (the snapshot, then patches; the browser reconnects on its own
+// and the server starts each connection with a fresh snapshot), rendered at most once per animation frame, and
+// the ages in the header ticked every second. `window.rlloopUi` exposes the view and the plotted columns.
+import "uplot/dist/uPlot.min.css";
+import "./style.css";
+import { decodeView, type UiPatch, type UiSnapshot } from "../model.js";
+import { Charts, type Plotted } from "./charts.js";
+import { byId } from "./dom.js";
+import { renderCards, renderHeader, renderTables } from "./panels.js";
+import { applyPatch } from "./view-state.js";
+
+declare global {
+  interface Window {
+    rlloopUi: {
+      /** true once the first snapshot is drawn */
+      ready: boolean;
+      view(): UiSnapshot | null;
+      plotted(): Record<string, Plotted>;
+    };
+  }
+}
+
+let view: UiSnapshot | null = null;
+let streamOk = true;
+let frame: number | null = null;
+const charts = new Charts(byId("charts"));
+
+window.rlloopUi = { ready: false, view: () => view, plotted: () => charts.plotted() };
+
+function render(): void {
+  frame = null;
+  if (!view) return;
+  const now = Date.now();
+  renderHeader(view, now, streamOk);
+  renderCards(view);
+  charts.update(view);
+  renderTables(view, now);
+  document.body.dataset.revision = String(view.revision);
+  window.rlloopUi.ready = true;
+}
+
+function schedule(): void {
+  frame ??= requestAnimationFrame(render);
+}
+
+const events = new EventSource(new URL("api/events", window.location.href));
+events.addEventListener("snapshot", (e) => {
+  view = decodeView<UiSnapshot>((e as MessageEvent<string>).data);
+  streamOk = true;
+  schedule();
+});
+events.addEventListener("patch", (e) => {
+  if (!view) return;
+  view = applyPatch(view, decodeView<UiPatch>((e as MessageEvent<string>).data));
+  schedule();
+});
+events.addEventListener("error", () => {
+  streamOk = false;
+  if (view) renderHeader(view, Date.now(), streamOk);
+});
+
+setInterval(() => {
+  if (view) renderHeader(view, Date.now(), streamOk);
+}, 1000);

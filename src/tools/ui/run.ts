@@ -1,0 +1,46 @@
+// The body of `rlloop ui`: connect as the operator commands do (--nats, else config nats.url, else the daemon's own
+// server), read the loop into a store (source.ts), serve it (server.ts) until SIGINT/SIGTERM.
+import { loadConfig } from "../../loop/config/index.js";
+import { connectForCommand } from "../../loop/commands/connect.js";
+import type { UiFlags } from "./command.js";
+import { isLoopbackHost } from "./access.js";
+import { loadUiAssets } from "./assets.js";
+import { startUiServer } from "./server.js";
+import { startUiSource } from "./source.js";
+
+export async function runUi(flags: UiFlags): Promise<void> {
+  const config = loadConfig(flags.config === undefined ? {} : { file: flags.config });
+  const policy = flags.policy ?? config.policy.name;
+  const token = flags.token ?? process.env.RLLOOP_UI_TOKEN ?? null;
+  // before connecting: a missing build is the likelier mistake and needs no NATS to report
+  const assets = loadUiAssets();
+  const nats = await connectForCommand(config, "rlloop-ui", flags.nats);
+  try {
+    const source = await startUiSource(nats.nc, {
+      policy, source: nats.url, rewardHistory: flags.rewardHistory, requestTimeoutMs: flags.timeout,
+      roundRows: config.round.rows, statsIntervalS: config.observe.statsIntervalS,
+    });
+    const server = await startUiServer({ store: source.store, host: flags.host, port: flags.port, token, assets });
+    process.stdout.write(`rlloop ui: policy ${policy} from ${nats.url} at ${server.url}${token === null ? "" : "?token=<token>"} (Ctrl-C stops)\n`);
+    if (!isLoopbackHost(flags.host) && token === null) {
+      process.stderr.write(`rlloop ui: warning: listening on ${flags.host} without a token; anyone who reaches this port can read the page (--token or RLLOOP_UI_TOKEN)\n`);
+    }
+    await untilSignal();
+    await server.close();
+    await source.stop();
+  } finally {
+    await nats.nc.drain().catch(() => {});
+  }
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((done) => {
+    const stop = () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      done();
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+}
