@@ -15,6 +15,7 @@ const MOUNTS: Array<[string, string]> = [
   ["loop/commands/reload", "registerReloadCommand"],
   ["loop/commands/watch", "registerWatchCommand"],
   ["loop/commands/demo", "registerDemoCommand"],
+  ["tools/ui/command", "registerUiCommand"],
 ];
 
 function positiveInt(flag: string) {
