@@ -61,4 +61,19 @@ log "building the native module against $("$PYTHON" -c 'import torch; print(torc
 RLLOOP_PYTHON="$PYTHON" node scripts/build-native.mjs
 log "building TypeScript"
 npx tsc -p tsconfig.json
+
+# The web UI: its page bundled into dist/ui (Vite, uPlot from node_modules; nothing fetched at run time), and the
+# headless Chromium its browser tests and load bench drive (Debian's package; playwright-core never downloads one).
+log "building the web UI"
+npm run -s build:ui
+if [ -x /usr/bin/chromium ]; then
+  log "chromium present: $(/usr/bin/chromium --version 2>/dev/null)"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  log "installing chromium (Debian package) for the web UI's browser tests"
+  # a fresh image may have no package lists yet
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+else
+  log "no /usr/bin/chromium and not root: the web UI's browser tests (test/ui-browser.test.ts) will fail; install the chromium package"
+fi
 log "setup done"
