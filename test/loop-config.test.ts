@@ -1,14 +1,23 @@
 // Configuration: defaults, environment overrides, errors that name the field, the rule and the value; every field
-// of config/default.json is documented in config/README.md.
-import { readFileSync } from "node:fs";
+// of config/default.json is documented in config/README.md (both generated: test/contract-schemas.test.ts).
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigSchema, DEFAULT_CONFIG_FILE, configHash, envTable, loadConfig, parseConfig } from "../src/loop/config.js";
+import { ConfigSchema, DEFAULT_CONFIG_FILE, configHash, envTable, loadConfig, parseConfig } from "../src/loop/config/index.js";
 import { ConfigError } from "../src/loop/errors.js";
 
 describe("config - defaults and files", () => {
-  it("config/default.json lists exactly the schema's defaults", () => {
-    expect(JSON.parse(readFileSync(DEFAULT_CONFIG_FILE, "utf8"))).toEqual(ConfigSchema.parse({}));
+  it("config/default.json lists exactly the schema's defaults (and names its JSON Schema)", () => {
+    const { $schema, ...defaults } = JSON.parse(readFileSync(DEFAULT_CONFIG_FILE, "utf8")) as Record<string, unknown>;
+    expect($schema).toBe("../schema/config.schema.json");
+    expect(defaults).toEqual(ConfigSchema.parse({}));
+  });
+
+  it("refuses a file that holds no JSON object (an array is not silently the defaults)", () => {
+    const file = join(mkdtempSync(join(tmpdir(), "rlloop-config-")), "config.json");
+    writeFileSync(file, "[1, 2]");
+    expect(() => loadConfig({ file })).toThrow(`config file ${file} must hold a JSON object, got an array`);
   });
 
   it("config/README.md documents every field", () => {
@@ -53,6 +62,14 @@ describe("config - errors name the field, the rule and the value", () => {
     ["unknown nested", { gate: { maxLoss: 1 } }, "'gate' has unknown key(s) 'maxLoss'"],
     ["groups without size", { round: { groups: 4 } }, "'round.groups' needs 'round.groupSize'"],
     ["estimator", { advantage: { estimator: "gae" } }, "'advantage.estimator'"],
+    ["trainer typo", { trainer: { lrr: 1e-5 } }, "'trainer' has unknown key(s) 'lrr'"],
+    ["trainer type", { trainer: { batch: "16" } }, "'trainer.batch'"],
+    ["trainer.args", { trainer: { args: ["--model", "/m", "--lr", "1e-5", "--mismatch-stats", "--foo"] } },
+      `'trainer.args' was replaced by typed trainer fields: write "trainer": {"model":"/m","lr":0.00001,"mismatchStats":true} instead of "args": ["--model","/m","--lr","1e-5","--mismatch-stats","--foo"]; not a trainer field: --foo`],
+    ["trainer.maxAttempts", { trainer: { maxAttempts: 3 } }, "'trainer.maxAttempts' was removed"],
+    ["extraArgs without command", { trainer: { extraArgs: ["--x"] } }, "'trainer.extraArgs' is only for a custom 'trainer.command'"],
+    ["reward bounds", { limits: { reward: { min: 1, max: 0 } } }, "'limits.reward' must have min <= max"],
+    ["huge reward bound", { limits: { reward: { min: -1e300, max: 1 } } }, "'limits.reward.min'"],
   ];
   for (const [name, input, message] of cases) {
     it(`config - ${name}`, () => {

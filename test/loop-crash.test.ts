@@ -2,7 +2,7 @@
 // wait at exactly that point), then restarted. Afterwards every rollout is in exactly one committed round or has
 // exactly one recorded rejection, and every adapter was announced exactly once, in round order.
 import { afterEach, describe, expect, it } from "vitest";
-import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/loop/schema.js";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
 import { PAUSE_PHASES } from "../src/loop/test-hooks.js";
 import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";

@@ -6,11 +6,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Objm } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
-import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/loop/schema.js";
+import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
 import { POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
@@ -48,7 +48,7 @@ describe("loop - end to end", () => {
       expect(manifest?.events.map((e) => e.seq)).toEqual(batches[round - 1]);
       expect(manifest?.events.map((e) => e.id)).toEqual([0, 1, 2, 3].map((i) => `e2e-r${round}-${i}`));
       const train = readFileSync(join(roundDir(env.workDir, POLICY, round), "train.jsonl"), "utf8");
-      expect(createHash("sha256").update(train).digest("hex")).toBe(manifest?.trainSha256);
+      expect(createHash("sha256").update(train).digest("hex")).toBe(manifest?.train_sha256);
       const rows = train.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(rows).toHaveLength(8);
       expect(Object.keys(rows[0] as object)).toEqual(["image", "name", "code", "adv", "vllm_logp", "memory"]);

@@ -1,13 +1,13 @@
 // Faults the daemon survives: a nats-server restart during intake, its consumer deleted by an operator, a stop
-// (SIGTERM) while it is still starting or while the adapter cannot be published, a trainer that keeps failing
-// (round failed, rollouts rejected, loop continues), an adapter the gate refuses (NaN statistics: round committed
-// as rejected, rollouts acked, parent adapter kept).
+// (SIGTERM) while it is still starting or while the adapter cannot be published, an adapter the gate refuses (NaN
+// statistics: round committed as rejected, rollouts acked, parent adapter kept). Trainer faults and poison rollouts:
+// loop-poison.test.ts.
 import { afterEach, describe, expect, it } from "vitest";
-import { parseConfig, type ConfigInput } from "../src/loop/config.js";
+import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
-import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/loop/schema.js";
+import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
 import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
@@ -57,7 +57,7 @@ describe("loop - faults", () => {
     const e = await start({ round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 10 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "warn") as "warn" } });
     const rollouts = await Promise.all(Array.from({ length: 16 }, (_, i) => makeRollout("restart", i, { steps: 2 })));
     await publishRollouts(e.js, rollouts.slice(0, 6));
-    await waitFor("intake started", () => (daemon!.snapshot().bufferedRollouts > 0 || daemon!.snapshot().round > 0 ? true : null));
+    await waitFor("intake started", () => (daemon!.snapshot().buffered_rollouts > 0 || daemon!.snapshot().round > 0 ? true : null));
     await e.server.restart();
     await publishPatiently(e, rollouts.slice(6));
     const acc = await settled(e, rollouts.map((r) => r.id));
@@ -75,7 +75,6 @@ describe("loop - faults", () => {
     const first = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("del-a", i, { steps: 2 })));
     await publishRollouts(e.js, first);
     await waitFor("round 1", async () => (await eventsOn(e.jsm, subjects(POLICY).adapters)).length === 1);
-    // nats-server 2.9 sometimes answers a delete of an active consumer with "directory not empty": ask again
     await waitFor("consumer deleted", () => e.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null));
     const second = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("del-b", i, { steps: 2, adapterRound: 1 })));
     await publishRollouts(e.js, second);
@@ -124,28 +123,6 @@ describe("loop - faults", () => {
       return list.length > 0 ? list : null;
     });
     expect(adapters.map((a) => a.round)).toEqual([1]);
-  });
-
-  it("faults - a round whose training fails maxAttempts times is failed, its rollouts rejected, the loop continues", async () => {
-    const e = await start({ trainer: { env: { FAKE_TRAINER_FAIL_ROUNDS: "000001" }, maxAttempts: 2 } });
-    const bad = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("fail-a", i, { steps: 2 })));
-    await publishRollouts(e.js, bad);
-    await waitFor("round 1 failed", async () => (await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome === "failed");
-    const good = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("fail-b", i, { steps: 2 })));
-    await publishRollouts(e.js, good);
-    const acc = await settled(e, [...bad, ...good].map((r) => r.id));
-    expect(bad.map((r) => acc.rejections.get(r.id))).toEqual(bad.map(() => ["round_failed"]));
-    expect(acc.failedRounds).toEqual([1]);
-    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
-    expect(manifest?.attempts).toBe(2);
-    // The rollouts are acked (settled) before the adapter is announced: wait for the announcement.
-    const adapters = await waitFor("round 2 announced", async () => {
-      const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
-      return list.length > 0 ? list : null;
-    });
-    expect(adapters.map((a) => a.round)).toEqual([2]);
-    const rounds = await eventsOn<{ type: string; round: number }>(e.jsm, subjects(POLICY).rounds);
-    expect(rounds.filter((r) => r.type === "round.failed").map((r) => r.round)).toEqual([1]);
   });
 
   it("faults - the gate refuses NaN statistics: round committed as rejected, rollouts acked, parent kept", async () => {

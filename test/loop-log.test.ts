@@ -2,7 +2,7 @@
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { createRootLogger, logger, setRootLogger } from "../src/log.js";
-import { parseConfig, redactedConfig } from "../src/loop/config.js";
+import { parseConfig, redactedConfig } from "../src/loop/config/index.js";
 
 describe("log - credentials are redacted", () => {
   it("log - a logged config or connection option carries no secret", () => {

@@ -7,9 +7,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { Svcm } from "@nats-io/services";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
-import { SERVICE_NAME, StatsEvent, RoundSummary, subjects } from "../src/loop/schema.js";
+import { decodeWithNonFinite, SERVICE_NAME, StatsEvent, RoundSummary, subjects } from "../src/contract/index.js";
 import { POLICY, REPO, cliArgs, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 const run = promisify(execFile);
@@ -53,11 +53,12 @@ describe("loop - observability", () => {
   it("observe - stats events arrive every statsIntervalS and validate", async () => {
     const sub = env.nc.subscribe(subjects(POLICY).stats, { max: 1 });
     for await (const msg of sub) {
-      const event = StatsEvent.parse(msg.json());
+      const event = StatsEvent.parse(decodeWithNonFinite(msg.string()));
       expect(event.policy).toBe(POLICY);
       expect(event.round).toBe(1);
       expect(event.phase).toBe("intake");
-      expect(event.gpuMemory, "the last round's stats.json gpu_memory_bytes").toBe(2 ** 30);
+      expect(event.health).toEqual({ status: "ok", cause: null, since: null });
+      expect(event.gpu_memory_bytes, "the last round's stats.json gpu_memory_bytes").toBe(2 ** 30);
     }
   });
 

@@ -17,18 +17,18 @@ const POLICY = "bt";
 const log = pino({ level: "silent" });
 
 const state = (round: number): StateRecord => ({
-  version: 1, policy: POLICY, round, outcome: "published",
+  version: 2, policy: POLICY, round, outcome: "published",
   adapter: { round, path: `/w/${round}/adapter`, sha256: null }, reference: { path: "/w/ref", sha256: null },
-  lastSeq: round * 4, ackFloor: round * 4, recentAdapters: [], at: "2026-12-03T00:00:00.000Z",
+  last_seq: round * 4, ack_floor: round * 4, recent_adapters: [], at: "2026-12-03T00:00:00.000Z",
 });
 
 const manifest = (round: number, status: Manifest["status"]): Manifest => ({
-  version: 1, round, policy: POLICY, status,
+  version: 2, round, policy: POLICY, status,
   parent: { round: round - 1, path: `/w/${round - 1}/adapter`, sha256: null }, reference: { path: "/w/ref", sha256: null },
-  events: [{ seq: round * 4 + 1, id: `r${round}`, rows: 2 }], rows: 2, trigger: "rows",
-  advantage: { estimator: "grpo", eps: 1e-6, gamma: 1 }, configHash: "c", trainSha256: "t", seed: round, attempts: 1,
+  events: [{ seq: round * 4 + 1, id: `r${round}`, rows: 2 }], poisoned: [], rows: 2, trigger: "rows",
+  advantage: { estimator: "grpo", eps: 1e-6, gamma: 1 }, config_hash: "c".repeat(64), train_sha256: "7".repeat(64), seed: round, attempts: 1,
   ...(status === "committed" ? { outcome: "published" as const } : {}),
-  createdAt: "2026-12-03T00:00:00.000Z", updatedAt: "2026-12-03T00:00:00.000Z",
+  created_at: "2026-12-03T00:00:00.000Z", updated_at: "2026-12-03T00:00:00.000Z",
 });
 
 async function workDirWith(rounds: Array<[number, Manifest["status"] | null]>): Promise<string> {

@@ -7,10 +7,10 @@ import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Objm } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { incomingDir } from "../src/loop/paths.js";
-import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/loop/schema.js";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/contract/index.js";
 import { badEvents } from "../src/loop/sim/bad-events.js";
 import { CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 

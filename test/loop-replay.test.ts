@@ -8,13 +8,13 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { ReplayMismatchError } from "../src/loop/errors.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
 import { replayRound } from "../src/loop/replay.js";
-import { subjects } from "../src/loop/schema.js";
+import { subjects } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
 import { POLICY, REPO, cliArgs, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 
@@ -48,7 +48,7 @@ describe("loop - replay", () => {
     const live = readFileSync(join(roundDir(env.workDir, POLICY, 1), "train.jsonl"));
     const rebuilt = readFileSync(join(out, "train.jsonl"));
     expect(rebuilt.equals(live)).toBe(true);
-    expect(sha(rebuilt)).toBe((await readManifest(roundDir(env.workDir, POLICY, 1)))?.trainSha256);
+    expect(sha(rebuilt)).toBe((await readManifest(roundDir(env.workDir, POLICY, 1)))?.train_sha256);
     expect(result.sha256).toBe(sha(live));
     expect(readdirSync(join(out, "frames")).sort()).toEqual(readdirSync(join(roundDir(env.workDir, POLICY, 1), "frames")).sort());
   });

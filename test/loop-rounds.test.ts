@@ -1,6 +1,6 @@
 // Round triggers and what a closing round takes.
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { RoundBuffer, type BufferEntry } from "../src/loop/rounds.js";
 
 const rules = (round: Record<string, unknown>) => parseConfig({ round }).round;

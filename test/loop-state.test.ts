@@ -24,10 +24,10 @@ describe("loop - committed state's compare-and-set", () => {
   });
 
   const record = (policy: string, round: number): StateRecord => ({
-    version: 1, policy, round, outcome: "published",
+    version: 2, policy, round, outcome: "published",
     adapter: { round, path: `/w/${policy}/${round}/adapter`, sha256: null },
     reference: { path: "/w/ref", sha256: null },
-    lastSeq: round * 4, ackFloor: round * 4, recentAdapters: [], at: "2026-12-03T00:00:00.000Z",
+    last_seq: round * 4, ack_floor: round * 4, recent_adapters: [], at: "2026-12-03T00:00:00.000Z",
   });
 
   /** The store's real KV client, its update() failing once as `fault` says. */

@@ -3,10 +3,10 @@
 // shows the round with its statistics. Waits are on events, never on time.
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { startReloader } from "../src/loop/reload/reloader.js";
-import { ReloadEvent, subjects, type AdapterPublished } from "../src/loop/schema.js";
+import { ReplicaEvent, subjects, type AdapterPublished } from "../src/contract/index.js";
 import { publishRollouts, type SimulateOptions } from "../src/loop/sim/publisher.js";
 import { renderWatch } from "../src/loop/watch/watch-view.js";
 import { queryService } from "../src/loop/watch/watcher.js";
@@ -54,12 +54,12 @@ describe("ops - simulate → daemon → reload → watch", () => {
       pruneLocal: true, retry: { retries: 2, minTimeoutMs: 5, maxTimeoutMs: 10 },
     }, pino({ level: "silent" }));
     const reloads = await waitFor("both replicas' outcomes", async () => {
-      const found = (await eventsOn(env.jsm, subjects(POLICY).reloads)).map((e) => ReloadEvent.parse(e));
+      const found = (await eventsOn(env.jsm, subjects(POLICY).replicas)).map((e) => ReplicaEvent.parse(e));
       return found.length === 2 ? found : null;
     });
     await reloader.stop();
-    expect(reloads.find((e) => e.replica === up.url)).toMatchObject({ type: "adapter.loaded", name: "bt-r1" });
-    expect(reloads.find((e) => e.replica === down.url)).toMatchObject({ type: "adapter.load_failed", name: "bt-r1" });
+    expect(reloads.find((e) => e.replica === up.url)).toMatchObject({ type: "replica.loaded", name: "bt-r1" });
+    expect(reloads.find((e) => e.replica === down.url)).toMatchObject({ type: "replica.load_failed", name: "bt-r1" });
     expect(up.loaded().map((l) => l.name)).toEqual(["bt-r1"]);
 
     const state = await queryService(env.nc, { policy: POLICY, source: env.server.url, maxRounds: 5, requestTimeoutMs: 5000 });

@@ -14,9 +14,9 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { startReloader, type Reloader, type ReloaderOptions } from "../src/loop/reload/reloader.js";
 import {
-  ADAPTER_BUCKET, EVENT_STREAM, EVENT_STREAM_SUBJECTS, ReloadEvent, adapterName, adapterObjectPrefix, subjects,
+  ADAPTER_BUCKET, EVENT_STREAM, EVENT_STREAM_SUBJECTS, ReplicaEvent, adapterName, adapterObjectPrefix, subjects,
   type AdapterPublished,
-} from "../src/loop/schema.js";
+} from "../src/contract/index.js";
 import { startFakeVllm, type FakeVllm } from "./helpers/fake-vllm.js";
 import { adapterConfig, adapterWeights, type AdapterSpec } from "./helpers/lora-adapter.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
@@ -32,7 +32,7 @@ let store: ObjectStore;
 let healthy: FakeVllm;
 let failing: FakeVllm;
 let dir: string;
-const events: ReloadEvent[] = [];
+const events: ReplicaEvent[] = [];
 const waiters: Array<() => void> = [];
 
 beforeAll(async () => {
@@ -46,10 +46,10 @@ beforeAll(async () => {
   failing = await startFakeVllm();
   failing.setUnavailable(true); // a replica that answers 503 to everything (down behind its proxy)
   dir = await mkdtemp(join(tmpdir(), "rlloop-reload-"));
-  const sub = nc.subscribe(subj.reloads);
+  const sub = nc.subscribe(subj.replicas);
   void (async () => {
     for await (const msg of sub) {
-      events.push(ReloadEvent.parse(msg.json()));
+      events.push(ReplicaEvent.parse(msg.json()));
       for (const wake of waiters.splice(0)) wake();
     }
   })();
@@ -64,7 +64,7 @@ afterAll(async () => {
 });
 
 /** Resolves once `count` events for adapter `name` have arrived. */
-async function eventsFor(name: string, count: number): Promise<ReloadEvent[]> {
+async function eventsFor(name: string, count: number): Promise<ReplicaEvent[]> {
   for (;;) {
     const found = events.filter((e) => e.name === name);
     if (found.length >= count) return found;
@@ -73,7 +73,7 @@ async function eventsFor(name: string, count: number): Promise<ReloadEvent[]> {
 }
 
 /** Resolves with the first event for adapter `name` from the given replica. */
-async function eventOf(replica: FakeVllm, name: string): Promise<ReloadEvent> {
+async function eventOf(replica: FakeVllm, name: string): Promise<ReplicaEvent> {
   for (;;) {
     const found = events.find((e) => e.name === name && e.replica === replica.url);
     if (found) return found;
@@ -83,7 +83,7 @@ async function eventOf(replica: FakeVllm, name: string): Promise<ReloadEvent> {
 
 const sha256 = (data: string | Uint8Array) => createHash("sha256").update(data).digest("hex");
 
-/** Puts an adapter into the object store as the daemon does and announces it on rlloop.<policy>.adapters. */
+/** Puts an adapter into the object store as the daemon does and announces it on rlloop.<policy>.adapter.published. */
 async function publishAdapter(round: number, spec: AdapterSpec, tamper?: (a: AdapterPublished) => AdapterPublished): Promise<AdapterPublished> {
   const prefix = adapterObjectPrefix(POLICY, round);
   const contents = { "adapter_config.json": Buffer.from(adapterConfig(spec)), "adapter_model.safetensors": adapterWeights(spec) };
@@ -99,7 +99,7 @@ async function publishAdapter(round: number, spec: AdapterSpec, tamper?: (a: Ada
     at: new Date().toISOString(),
   };
   if (tamper) announcement = tamper(announcement);
-  await js.publish(subj.adapters, JSON.stringify(announcement));
+  await js.publish(subj.adapterPublished, JSON.stringify(announcement));
   return announcement;
 }
 
@@ -118,9 +118,9 @@ describe("reload - two vLLM replicas, one failing", () => {
     // a relative --dir: vLLM must still be sent the absolute path (it resolves relative ones against its own cwd)
     reloader = await startReloader(nc, { ...options([healthy.url, failing.url]), dir: relative(process.cwd(), dir) }, log);
     const [a, b] = await eventsFor("bt-r1", 2).then((found) => [found.find((e) => e.replica === healthy.url), found.find((e) => e.replica === failing.url)]);
-    expect(a).toMatchObject({ type: "adapter.loaded", policy: POLICY, name: "bt-r1" });
-    expect(b).toMatchObject({ type: "adapter.load_failed", name: "bt-r1" });
-    expect(b?.type === "adapter.load_failed" && b.reason).toContain("503");
+    expect(a).toMatchObject({ type: "replica.loaded", policy: POLICY, name: "bt-r1" });
+    expect(b).toMatchObject({ type: "replica.load_failed", name: "bt-r1" });
+    expect(b?.type === "replica.load_failed" && b.reason).toContain("503");
 
     // the healthy replica got the verified local copy, by the versioned name, never in place
     const local = join(dir, POLICY, "r1");
@@ -136,7 +136,7 @@ describe("reload - two vLLM replicas, one failing", () => {
     healthy.failNextLoads(2);
     await publishAdapter(2, { r: 16, alpha: 32, fill: 0.2 });
     const found = await eventsFor("bt-r2", 2);
-    expect(found.find((e) => e.replica === healthy.url)?.type).toBe("adapter.loaded");
+    expect(found.find((e) => e.replica === healthy.url)?.type).toBe("replica.loaded");
     const r2Loads = healthy.requests.filter((r) => r.path === "/v1/load_lora_adapter" && (r.body as { lora_name?: string }).lora_name === "bt-r2");
     expect(r2Loads.map((r) => r.status)).toEqual([503, 503, 200]);
     expect(healthy.loaded().map((l) => l.name)).toEqual(["bt-r1", "bt-r2"]);
@@ -146,7 +146,7 @@ describe("reload - two vLLM replicas, one failing", () => {
     failing.setUnavailable(false); // the second replica comes back
     await publishAdapter(3, { r: 16, alpha: 32, fill: 0.3 });
     const found = await eventsFor("bt-r3", 2);
-    expect(found.map((e) => e.type)).toEqual(["adapter.loaded", "adapter.loaded"]);
+    expect(found.map((e) => e.type)).toEqual(["replica.loaded", "replica.loaded"]);
     expect(healthy.loaded().map((l) => l.name)).toEqual(["bt-r2", "bt-r3"]);
     expect(failing.loaded().map((l) => l.name)).toEqual(["bt-r3"]);
     expect(healthy.requests.filter((r) => r.path === "/v1/unload_lora_adapter").map((r) => r.body)).toEqual([{ lora_name: "bt-r1" }]);
@@ -160,8 +160,8 @@ describe("reload - two vLLM replicas, one failing", () => {
     });
     const found = await eventsFor("bt-r4", 2);
     for (const e of found) {
-      expect(e.type).toBe("adapter.load_failed");
-      expect(e.type === "adapter.load_failed" && e.reason).toMatch(/sha256 [0-9a-f]{64} differs from the announced 0{64}/);
+      expect(e.type).toBe("replica.load_failed");
+      expect(e.type === "replica.load_failed" && e.reason).toMatch(/sha256 [0-9a-f]{64} differs from the announced 0{64}/);
     }
     expect(healthy.loaded().map((l) => l.name)).toEqual(["bt-r2", "bt-r3"]);
   });
@@ -170,7 +170,7 @@ describe("reload - two vLLM replicas, one failing", () => {
     const before = healthy.requests.length;
     await publishAdapter(5, { r: 16, alpha: 32, fill: 0.5, dropConfigKeys: ["r"] });
     const found = await eventsFor("bt-r5", 2);
-    for (const e of found) expect(e.type === "adapter.load_failed" && e.reason).toContain("Missing required configuration fields: {'r'}");
+    for (const e of found) expect(e.type === "replica.load_failed" && e.reason).toContain("Missing required configuration fields: {'r'}");
     const r5Loads = healthy.requests.slice(before).filter((r) => r.path === "/v1/load_lora_adapter");
     expect(r5Loads.map((r) => r.status)).toEqual([500]);
     await reloader.stop();
@@ -186,7 +186,7 @@ describe("reload - two vLLM replicas, one failing", () => {
     const second = await startReloader(nc, options([healthy.url]), log);
     const found = await eventsFor("bt-r6", 2);
     await second.stop();
-    expect(found.map((e) => e.type)).toEqual(["adapter.loaded", "adapter.loaded"]);
+    expect(found.map((e) => e.type)).toEqual(["replica.loaded", "replica.loaded"]);
     const loads = healthy.requests.filter((r) => r.path === "/v1/load_lora_adapter").slice(loadsBefore);
     // only round 6 was replayed (last per subject), and vLLM's "already loaded" answer was taken as success
     expect(loads.map((r) => [(r.body as { lora_name: string }).lora_name, r.status])).toEqual([["bt-r6", 400]]);
@@ -201,20 +201,20 @@ describe("reload - two vLLM replicas, one failing", () => {
     for (const round of [7, 8, 9]) {
       await publishAdapter(round, { r: 16, alpha: 32, fill: round / 10 });
       // loaded on the healthy replica while the other is still retrying an older announcement (the replayed r6)
-      expect(await healthyGot(`bt-r${round}`)).toMatchObject({ type: "adapter.loaded" });
+      expect(await healthyGot(`bt-r${round}`)).toMatchObject({ type: "replica.loaded" });
     }
     expect(events.filter((e) => e.replica === failing.url && ["bt-r7", "bt-r8", "bt-r9"].includes(e.name))).toEqual([]);
 
     failing.setUnavailable(false);
     const r9 = await eventOf(failing, "bt-r9");
-    expect(r9).toMatchObject({ type: "adapter.loaded" });
+    expect(r9).toMatchObject({ type: "replica.loaded" });
     // r8 was queued behind the announcement it was retrying when it came back (r6 or r7, whichever its lane had
     // started): skipped; that one finished, loaded; any other older one was skipped too
     const r8 = await eventOf(failing, "bt-r8");
-    expect(r8.type === "adapter.load_failed" && r8.reason).toBe("superseded by round 9 before this replica got to it");
+    expect(r8.type === "replica.load_failed" && r8.reason).toBe("superseded by round 9 before this replica got to it");
     const older = await Promise.all(["bt-r6", "bt-r7"].map((name) => eventOf(failing, name)));
     for (const e of older) {
-      expect(e.type === "adapter.loaded" || (e.type === "adapter.load_failed" && /^superseded by round [789] /.test(e.reason))).toBe(true);
+      expect(e.type === "replica.loaded" || (e.type === "replica.load_failed" && /^superseded by round [789] /.test(e.reason))).toBe(true);
     }
     await reloader.stop();
     expect(failing.loaded().map((l) => l.name)).toContain("bt-r9");
@@ -224,15 +224,15 @@ describe("reload - two vLLM replicas, one failing", () => {
     failing.setUnavailable(true);
     const reloader = await startReloader(nc, { ...options([healthy.url, failing.url]), retry: { retries: 10_000, minTimeoutMs: 20, maxTimeoutMs: 20 } }, log);
     await publishAdapter(10, { r: 16, alpha: 32, fill: 0.1 });
-    expect((await eventsFor("bt-r10", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "adapter.loaded" });
+    expect((await eventsFor("bt-r10", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "replica.loaded" });
     await publishAdapter(11, { r: 16, alpha: 32, fill: 0.2 }, (a) => ({ ...a, sha256: "0".repeat(64), files: a.files.map((f) => (f.name === "adapter_model.safetensors" ? { ...f, sha256: "0".repeat(64) } : f)) }));
-    expect((await eventsFor("bt-r11", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "adapter.load_failed" });
+    expect((await eventsFor("bt-r11", 1)).find((e) => e.replica === healthy.url)).toMatchObject({ type: "replica.load_failed" });
 
     failing.setUnavailable(false);
     // round 11 cannot be loaded anywhere, so round 10 is not superseded: the replica loads it
-    expect(await eventOf(failing, "bt-r10")).toMatchObject({ type: "adapter.loaded" });
+    expect(await eventOf(failing, "bt-r10")).toMatchObject({ type: "replica.loaded" });
     const r11 = await eventOf(failing, "bt-r11");
-    expect(r11.type === "adapter.load_failed" && r11.reason).toMatch(/differs from the announced 0{64}/);
+    expect(r11.type === "replica.load_failed" && r11.reason).toMatch(/differs from the announced 0{64}/);
     await reloader.stop();
   });
 
@@ -240,12 +240,12 @@ describe("reload - two vLLM replicas, one failing", () => {
     const replica = await startFakeVllm();
     const reloader = await startReloader(nc, { ...options([replica.url]), checkIntervalMs: 50 }, log);
     await publishAdapter(12, { r: 16, alpha: 32, fill: 0.3 });
-    expect(await eventOf(replica, "bt-r12")).toMatchObject({ type: "adapter.loaded" });
+    expect(await eventOf(replica, "bt-r12")).toMatchObject({ type: "replica.loaded" });
     const loadsBefore = replica.requests.filter((r) => r.path === "/v1/load_lora_adapter").length;
     replica.restart();
     expect(replica.loaded()).toEqual([]);
     const again = await eventsFor("bt-r12", 2).then((found) => found.filter((e) => e.replica === replica.url));
-    expect(again.map((e) => e.type)).toEqual(["adapter.loaded", "adapter.loaded"]);
+    expect(again.map((e) => e.type)).toEqual(["replica.loaded", "replica.loaded"]);
     expect(replica.loaded()).toEqual([expect.objectContaining({ name: "bt-r12", path: join(dir, POLICY, "r12") })]);
     expect(replica.requests.filter((r) => r.path === "/v1/load_lora_adapter")).toHaveLength(loadsBefore + 1);
     await reloader.stop();

@@ -10,11 +10,11 @@ import { connect } from "@nats-io/transport-node";
 import sharp from "sharp";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { parseConfig } from "../src/loop/config.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
 import { RolloutRejectedError } from "../src/loop/errors.js";
 import { frameBytes, reencode, type FrameLimits } from "../src/loop/frames.js";
-import { ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/loop/schema.js";
+import { ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
 import { badEvents } from "../src/loop/sim/bad-events.js";
 import { frameStore } from "../src/loop/sim/frame-store.js";
 import { publishRollouts, type SimulateOptions } from "../src/loop/sim/publisher.js";
@@ -31,7 +31,7 @@ const base: RolloutOptions = {
 };
 const inline = { kind: "inline" } as const;
 const REPO = join(import.meta.dirname, "..");
-const daemonContext = { policy: "bt", codeLength: 6, maxSteps: 64 };
+const daemonContext = { policy: "bt", codeLength: 6, maxSteps: 64, limits: parseConfig({}).limits };
 
 let root: string;
 beforeAll(async () => {
@@ -133,7 +133,7 @@ describe("simulate - the malformed-event table", () => {
     const valid = await buildRollout(base, 0, inline);
     const cases = await badEvents({ valid, runTag: "t", codeLength: 6, maxSteps: 64, maxPixels: 4096 * 4096, frameRoot: root });
     expect(new Set(cases.map((c) => c.id)).size).toBe(cases.length);
-    const state = { adapter: { round: 0 }, recentAdapters: [] } as unknown as Parameters<typeof checkAdapter>[1];
+    const state = { adapter: { round: 0 }, recent_adapters: [] } as unknown as Parameters<typeof checkAdapter>[1];
     for (const c of cases) {
       const reason = await rejectionOf(c.payload, state);
       expect([c.label, reason]).toEqual([c.label, c.expect]);

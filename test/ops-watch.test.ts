@@ -8,9 +8,9 @@ import { execa } from "execa";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { subjects, type PpoStats, type ReloadEvent, type RoundEvent, type RoundSummary, type StatsEvent } from "../src/loop/schema.js";
+import { subjects, type PpoStats, type ReplicaEvent, type RoundEvent, type RoundSummary, type StatsEvent } from "../src/contract/index.js";
 import { startService } from "../src/loop/service.js";
-import { initialState, withReload, withRoundEvent, withRoundSummaries, withStats, type WatchState } from "../src/loop/watch/watch-state.js";
+import { initialState, withReplica, withRoundEvent, withRoundSummaries, withStats, type WatchState } from "../src/loop/watch/watch-state.js";
 import { duration, num, renderWatch } from "../src/loop/watch/watch-view.js";
 import { startWatcher } from "../src/loop/watch/watcher.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
@@ -21,10 +21,10 @@ const at = (s: number) => new Date(Date.UTC(2026, 11, 2, 10, 0, s)).toISOString(
 const ppo = (over: Partial<PpoStats> = {}): PpoStats => ({ pg_loss: -0.0123, kl: 0.0045, clip_frac: 0.031, logp_gap: 0.0021, logp_gap_abs: 0.003, rows: 256, train_s: 32, ...over });
 
 const stats: StatsEvent = {
-  type: "stats", policy: "bt", at: at(0), phase: "training", round: 12, openRound: 14, trainingRound: 13,
-  bufferedRows: 184, bufferedRollouts: 46, rowsPerS: 23.46, pendingAcks: 230, rejected: 3,
+  type: "stats", policy: "bt", at: at(0), phase: "training", health: { status: "ok", cause: null, since: null }, round: 12, open_round: 14, training_round: 13,
+  buffered_rows: 184, buffered_rollouts: 46, rows_per_s: 23.46, pending_acks: 230, rejected: 3,
   last: { round: 12, outcome: "published", pg_loss: -0.0123, kl: 0.0045, clip_frac: 0.031, logp_gap: 0.0021, logp_gap_abs: 0.003 },
-  gpuMemory: 61.2 * 2 ** 30, uptimeS: 3 * 3600 + 12 * 60 + 5,
+  gpu_memory_bytes: 61.2 * 2 ** 30, uptime_s: 3 * 3600 + 12 * 60 + 5,
 };
 
 const lifecycle = (round: number, outcome: "published" | "rejected", extra: Partial<PpoStats> = {}): RoundEvent[] => {
@@ -44,11 +44,11 @@ function exampleState(): WatchState {
   let s = withStats(initialState("bt", "nats://127.0.0.1:4222", 12), stats, NOW - 4000);
   for (const e of [...lifecycle(11, "rejected", { pg_loss: -0.3, kl: 0.09, clip_frac: 0.45, logp_gap: 0.31, train_s: 30.5 }), ...lifecycle(12, "published")]) s = withRoundEvent(s, e);
   s = withRoundEvent(s, { type: "round.training", policy: "bt", round: 13, at: at(3), attempt: 2 });
-  const reloads: ReloadEvent[] = [
-    { type: "adapter.loaded", policy: "bt", replica: "http://gpu1:8000", name: "bt-r12", at: at(2) },
-    { type: "adapter.load_failed", policy: "bt", replica: "http://gpu2:8000", name: "bt-r12", reason: "503 Service Unavailable", at: at(3) },
+  const reloads: ReplicaEvent[] = [
+    { type: "replica.loaded", policy: "bt", replica: "http://gpu1:8000", name: "bt-r12", at: at(2) },
+    { type: "replica.load_failed", policy: "bt", replica: "http://gpu2:8000", name: "bt-r12", reason: "503 Service Unavailable", at: at(3) },
   ];
-  for (const e of reloads) s = withReload(s, e);
+  for (const e of reloads) s = withReplica(s, e);
   return s;
 }
 
@@ -107,11 +107,11 @@ describe("watch - reducers", () => {
 
   test("the table keeps the newest rounds only, and service summaries fill history", () => {
     let s = initialState("bt", "x", 3);
-    const summaries: RoundSummary[] = [1, 2, 3, 4, 5].map((round) => ({ round, status: "published", rows: 10 * round, rollouts: round, sha256: "00", stats: ppo() }));
+    const summaries: RoundSummary[] = [1, 2, 3, 4, 5].map((round) => ({ round, status: "published", rows: 10 * round, rollouts: round, sha256: "00".repeat(32), stats: ppo() }));
     s = withRoundSummaries(s, summaries);
     expect(s.rounds.map((r) => r.round)).toEqual([5, 4, 3]);
-    s = withRoundEvent(s, { type: "round.failed", policy: "bt", round: 6, at: at(0), reason: "trainer exited 1", attempts: 3 });
-    expect(s.rounds.map((r) => [r.round, r.status])).toEqual([[6, "failed"], [5, "published"], [4, "published"]]);
+    s = withRoundEvent(s, { type: "round.attempt_failed", policy: "bt", round: 6, at: at(0), attempt: 3, fault: "trainer", error: "trainer exited 1" });
+    expect(s.rounds.map((r) => [r.round, r.status, r.reason])).toEqual([[6, "failed #3", "trainer: trainer exited 1"], [5, "published", null], [4, "published", null]]);
   });
 });
 
@@ -127,7 +127,7 @@ describe("watch - against the daemon's service on a real nats-server", () => {
   beforeAll(async () => {
     server = await startNatsServer();
     nc = await connect({ servers: server.url });
-    service = await startService(nc, "bt", { snapshot: () => ({ ...stats, round: 2, openRound: 3, trainingRound: null, phase: "intake" }), rounds: async (limit) => summaries.slice(0, limit) }, pino({ level: "silent" }));
+    service = await startService(nc, "bt", { snapshot: () => ({ ...stats, round: 2, open_round: 3, training_round: null, phase: "intake" }), rounds: async (limit) => summaries.slice(0, limit) }, pino({ level: "silent" }));
   });
   afterAll(async () => {
     await service?.stop();
@@ -149,9 +149,9 @@ describe("watch - against the daemon's service on a real nats-server", () => {
     expect(watcher.state().rounds.map((r) => [r.round, r.status, r.rowsPerS])).toEqual([[2, "published", 16], [1, "rejected", 8]]);
 
     const names = subjects("bt");
-    nc.publish(names.stats, JSON.stringify({ ...stats, phase: "assembling", round: 2, openRound: 3, trainingRound: 3 }));
-    for (const e of lifecycle(3, "published")) nc.publish(names.rounds, JSON.stringify(e));
-    nc.publish(names.reloads, JSON.stringify({ type: "adapter.loaded", policy: "bt", replica: "http://gpu1:8000", name: "bt-r3", at: at(5) }));
+    nc.publish(names.stats, JSON.stringify({ ...stats, phase: "assembling", round: 2, open_round: 3, training_round: 3 }));
+    for (const e of lifecycle(3, "published")) nc.publish(names.round(e.type.slice("round.".length)), JSON.stringify(e));
+    nc.publish(names.replica("loaded"), JSON.stringify({ type: "replica.loaded", policy: "bt", replica: "http://gpu1:8000", name: "bt-r3", at: at(5) }));
     nc.publish(names.stats, "not json"); // ignored
     await until((s) => s.rounds[0]?.status === "published" && s.rounds[0].round === 3 && s.replicas.length === 1 && s.stats?.phase === "assembling");
     expect(watcher.state().rounds.map((r) => r.round)).toEqual([3, 2, 1]);

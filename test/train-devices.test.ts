@@ -1,11 +1,11 @@
-// Which device and how many ranks a run gets (src/train/command.ts resolveModel): from the flags, else from the GPUs
+// Which device and how many ranks a run gets (src/train/job-inputs.ts resolveModel): from the flags, else from the GPUs
 // the rank processes will see. The daemon passes its trainer.env over its own environment, so a
 // CUDA_VISIBLE_DEVICES there (not the daemon's) decides.
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { resolveModel } from "../src/train/command.js";
+import { resolveModel } from "../src/train/job-inputs.js";
 
 describe("train devices - ranks from the GPUs the ranks will see", () => {
   let model: string;

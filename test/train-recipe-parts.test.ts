@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { batches, batchesPerEpoch, rankOrder, seededPermutation, SplitMix64, strided } from "../src/train/batching.js";
 import { FirstUpdateRun, planFirstUpdate } from "../src/train/first-update.js";
-import { JOB_DEFAULTS, type TrainJob } from "../src/train/job.js";
+import { JOB_DEFAULTS, type TrainJob } from "../src/contract/index.js";
 import { compilePrompt, DEFAULT_PROMPT_TEMPLATE } from "../src/train/prompt.js";
 import { sftLearningRate } from "../src/train/schedule.js";
 import { accuracyOf, countCorrect, mismatchStats } from "../src/train/stats.js";
@@ -66,8 +66,8 @@ describe("train batching", () => {
 
 describe("train ppo first update (on-policy rows)", () => {
   const job = (over: Partial<TrainJob>): TrainJob => ({
-    kind: "ppo", data: "", imageBase: null, valid: null, adapter: null, ref: null, out: "", epochs: 2, lr: 3e-6,
-    batch: JOB_DEFAULTS.batch, accumulation: 2, maxUpdates: null, seed: 0, prompt: null, tisCap: null, mismatchStats: false,
+    kind: "ppo", data: "", image_base: null, valid: null, adapter: null, ref: null, out: "", epochs: 2, lr: 3e-6,
+    batch: JOB_DEFAULTS.batch, accumulation: 2, max_updates: null, seed: 0, prompt: null, tis_cap: null, mismatch_stats: false,
     ...over,
   });
 
@@ -84,7 +84,7 @@ describe("train ppo first update (on-policy rows)", () => {
 
   it("covers a whole short epoch, and is off with truncated importance sampling", () => {
     expect(planFirstUpdate(3, job({ batch: 2, accumulation: 4 }), 1)!.steps).toBe(2); // 2 batches, one update
-    expect(planFirstUpdate(3, job({ tisCap: 2 }), 1)).toBeNull();
+    expect(planFirstUpdate(3, job({ tis_cap: 2 }), 1)).toBeNull();
   });
 
   it("fills the old (and a policy reference's) log-probs of the reported rows, the first n of each row's K", async () => {

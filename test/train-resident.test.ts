@@ -11,8 +11,10 @@ import { basename, join } from "node:path";
 import { execa } from "execa";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TrainJob } from "../src/contract/index.js";
+import { parseConfig } from "../src/loop/config/index.js";
 import { ResidentRoundTrainer } from "../src/loop/resident-trainer.js";
-import type { TrainJob } from "../src/loop/trainer.js";
+import { roundJob } from "../src/loop/round-job.js";
 import { readSafetensors } from "./helpers/safetensors.js";
 import { waitFor } from "./helpers/loop.js";
 import { ROOT } from "./helpers/train-fixtures.js";
@@ -39,10 +41,13 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     await writeFile(join(dir, "train.jsonl"), rows.map((r) => JSON.stringify(mangle(r))).join("\n") + "\n");
     return dir;
   };
-  const job = (round: number, dir: string, parent: string, seed: number): TrainJob => ({
-    round, roundDir: dir, trainJsonl: join(dir, "train.jsonl"), parentAdapter: parent, refAdapter: join(fx, "ref"),
-    outDir: join(dir, "adapter.tmp"), seed, attempt: 1,
-  });
+  /** The daemon's typed trainer config for the same run as FLAGS. */
+  const trainerConfig = () => parseConfig({
+    trainer: { model: join(fx, "model"), prompt: join(fx, "prompt.jinja"), batch: 1, accumulation: 2, lr: 3e-5, gpus: 2, device: "cpu", dtype: "float32" },
+  }).trainer;
+  const job = (dir: string, parent: string, seed: number): TrainJob =>
+    roundJob(trainerConfig(), { dir, data: join(dir, "train.jsonl"), adapter: parent, ref: join(fx, "ref"), out: join(dir, "adapter.tmp"), seed });
+  const run = (round: number, attempt = 1) => ({ label: `round ${round} attempt ${attempt}`, logFile: join(work, `trainer.${round}.${attempt}.log`) });
   const cli = (parent: string, out: string, seed: number) => rlloopTrain([
     "ppo", "--model", join(fx, "model"), "--prompt", join(fx, "prompt.jinja"), "--data", join(fx, "ppo.jsonl"),
     "--adapter", parent, "--ref", join(fx, "ref"), "--out", out, "--seed", String(seed), ...FLAGS,
@@ -51,10 +56,7 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
   beforeAll(async () => {
     fx = await trainFixture();
     work = await mkdtemp(join(tmpdir(), "rlloop-train-resident-"));
-    trainer = new ResidentRoundTrainer({
-      args: ["--model", join(fx, "model"), "--prompt", join(fx, "prompt.jinja"), ...FLAGS],
-      log: pino({ level: "warn" }),
-    });
+    trainer = new ResidentRoundTrainer(trainerConfig(), pino({ level: "warn" }));
     await trainer.start();
   });
 
@@ -63,14 +65,14 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
   });
 
   it("runs two rounds, the second continuing the first's optimizer state; each equals the one-shot CLI run", async () => {
-    const first = job(1, await roundFolder(1), join(fx, "seed-round"), 1);
-    const stats1 = await trainer.train(first);
-    const second = job(2, await roundFolder(2), first.outDir, 2);
-    const stats2 = await trainer.train(second);
+    const first = job(await roundFolder(1), join(fx, "seed-round"), 1);
+    const stats1 = await trainer.train(first, run(1));
+    const second = job(await roundFolder(2), first.out, 2);
+    const stats2 = await trainer.train(second, run(2));
 
     await cli(join(fx, "seed-round"), join(work, "cli-1"), 1);
     await cli(join(work, "cli-1"), join(work, "cli-2"), 2);
-    for (const [round, stats, out] of [[1, stats1, first.outDir], [2, stats2, second.outDir]] as const) {
+    for (const [round, stats, out] of [[1, stats1, first.out], [2, stats2, second.out]] as const) {
       const expected = JSON.parse(await readFile(join(work, `cli-${round}`, "stats.json"), "utf8")) as Record<string, number>;
       for (const field of STATS) expect(stats[field], `round ${round} ${field}`).toBe(expected[field]);
       figure(`resident round ${round}: adapter vs one-shot CLI, max |difference|`, await maxDifference(out, join(work, `cli-${round}`), "adapter_model.safetensors"), 0);
@@ -78,32 +80,29 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     }
     const steps = async (dir: string) => (JSON.parse(await readFile(join(dir, "optimizer.json"), "utf8")) as { step: number }).step;
     const seedSteps = 2; // scripts/reference/train_fixture.py write_seed_round
-    expect(await steps(first.outDir)).toBe(seedSteps + 4); // 2 epochs × 2 updates
-    expect(await steps(second.outDir)).toBe(seedSteps + 8);
+    expect(await steps(first.out)).toBe(seedSteps + 4); // 2 epochs × 2 updates
+    expect(await steps(second.out)).toBe(seedSteps + 8);
   });
 
   it("fails a round whose frame is missing, naming the row, and trains the next round on the same ranks", async () => {
     const dir = await roundFolder(3, (row) => (row.image === "frames/img2.png" ? { ...row, image: "frames/missing.png" } : row));
-    await expect(trainer.train(job(3, dir, join(fx, "seed-round"), 3))).rejects.toThrow(
-      /resident trainer: round 3 \(attempt 1\): .*train\.jsonl line [38]: image .*frames\/missing\.png: cannot read \(no such file\)/,
+    await expect(trainer.train(job(dir, join(fx, "seed-round"), 3), run(3))).rejects.toThrow(
+      /resident trainer: round 3 attempt 1: .*train\.jsonl line [38]: image .*frames\/missing\.png: cannot read \(no such file\)/,
     );
-    const stats = await trainer.train(job(4, await roundFolder(4), join(fx, "seed-round"), 1));
+    const stats = await trainer.train(job(await roundFolder(4), join(fx, "seed-round"), 1), run(4));
     expect(stats.rows).toBe(8);
   });
 
   it("closing while a round trains lets that round finish, then ends the ranks; later rounds are refused", async () => {
-    const closing = new ResidentRoundTrainer({
-      args: ["--model", join(fx, "model"), "--prompt", join(fx, "prompt.jinja"), ...FLAGS],
-      log: pino({ level: "warn" }),
-    });
+    const closing = new ResidentRoundTrainer(trainerConfig(), pino({ level: "warn" }));
     await closing.start();
     const pids = await closing.rankPids();
-    const training = closing.train(job(6, await roundFolder(6), join(fx, "seed-round"), 1));
+    const training = closing.train(job(await roundFolder(6), join(fx, "seed-round"), 1), run(6));
     await new Promise((resolve) => setTimeout(resolve, 200)); // the job is on the ranks
     await closing.close();
     expect((await training).rows).toBe(8);
     expect(await Promise.all(pids.map(running))).toEqual([false, false]);
-    await expect(closing.train(job(7, await roundFolder(7), join(fx, "seed-round"), 1))).rejects.toThrow("resident trainer: closed");
+    await expect(closing.train(job(await roundFolder(7), join(fx, "seed-round"), 1), run(7))).rejects.toThrow("resident trainer: closed");
   });
 
   it("replaces the ranks after one is killed: at most the next attempt fails (naming the rank), the one after trains", async () => {
@@ -112,9 +111,9 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     process.kill(before[1]!, "SIGKILL");
     const dir = await roundFolder(5);
     // Whether the death is noticed before this attempt starts or during it is a race; either outcome is allowed.
-    const first = await trainer.train(job(5, dir, join(fx, "seed-round"), 1)).catch((err: Error) => err);
-    if (first instanceof Error) expect(first.message).toMatch(/resident trainer failed on round 5 \(attempt 1\): rank 1 exited: killed by SIGKILL\b/);
-    const stats = await trainer.train({ ...job(5, dir, join(fx, "seed-round"), 1), attempt: 2 });
+    const first = await trainer.train(job(dir, join(fx, "seed-round"), 1), run(5)).catch((err: Error) => err);
+    if (first instanceof Error) expect(first.message).toMatch(/resident trainer failed on round 5 attempt 1: rank 1 exited: killed by SIGKILL\b/);
+    const stats = await trainer.train(job(dir, join(fx, "seed-round"), 1), run(5, 2));
     expect(stats.rows).toBe(8);
     const after = await trainer.rankPids();
     expect(after).toHaveLength(2);

@@ -1,44 +1,65 @@
 // Admission of one rollouts message into the open round (DESIGN.md data flow steps 1-2): route redeliveries
 // (already applied → ack, resolved by rejection → term, being judged, reserved by the training round or already
-// buffered → hold the new handle), then validate, check the serving adapter and the id, materialise the frames
-// into incoming/ and buffer. The message is held (kept alive) from the moment it is judged, so a slow judgement
-// (a rejection waiting for JetStream through an outage) is not redelivered meanwhile. A bad event is recorded on
-// rlloop.<policy>.rejected and terminated; an internal failure (disk, object store unreachable) naks the message
-// for a later retry. Never throws.
+// buffered → hold the new handle), then judge it: validate (bounded: validate.ts), check the serving adapter and
+// the id, materialise the frames into incoming/ and buffer. The message is held (kept alive) from the moment it is
+// judged, so a slow judgement is not redelivered meanwhile. Never throws. How a judgement ends:
+//   - something is wrong with the rollout → rejected with its reason (recorded on rlloop.<policy>.rollout.rejected,
+//     then terminated);
+//   - a transient failure (NATS, the host's I/O) → nak'd with a backoff of 5 s doubling to 5 min, judged again;
+//   - any other failure → rejected `unjudgeable` (it would fail the same way again);
+//   - delivered more than intake.maxDeliveries times → rejected `undeliverable` with its last error.
+// So no message can stay pending forever and pin the consumer's max_ack_pending.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
+import type { RejectReason, RolloutCompleted } from "../contract/index.js";
+import { redeliveryDelayMs } from "./backoff.js";
 import type { LoopContext } from "./context.js";
-import { isRolloutRejected, RolloutRejectedError } from "./errors.js";
+import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { frameFileName, incomingDir } from "./paths.js";
-import type { RejectReason, RolloutCompleted } from "./schema.js";
 import { checkAdapter } from "./staleness.js";
 import { pausePoint } from "./test-hooks.js";
-import { idOf, parseRollout } from "./validate.js";
+import { idOf, parseRollout, validateContext, type ValidateContext } from "./validate.js";
+
+/** Last errors of messages nak'd for a transient failure, kept for the `undeliverable` rejection's message. */
+const LAST_ERRORS_KEPT = 10_000;
 
 export class Admission {
   /** rollout id → stream sequence of messages being judged */
   readonly #inflightIds = new Map<string, number>();
+  /** stream sequence → the last transient error of its judgement */
+  readonly #lastErrors = new Map<number, string>();
   readonly #limits: FrameLimits;
   readonly #incoming: string;
+  readonly #validate: ValidateContext;
 
   constructor(private readonly ctx: LoopContext, frameObjects: (() => Promise<ObjectStore>) | null, private readonly openRound: () => number) {
     const f = ctx.config.frames;
     this.#limits = { roots: f.roots, maxBytes: f.maxBytes, maxPixels: f.maxPixels, objects: frameObjects };
     this.#incoming = incomingDir(ctx.config.workDir, ctx.policy);
+    this.#validate = validateContext(ctx.config);
   }
 
   async admit(msg: JsMsg): Promise<void> {
     if (this.#routeRedelivery(msg)) return;
     this.ctx.held.hold(msg);
+    const deliveries = msg.info.deliveryCount;
+    if (deliveries > this.ctx.config.intake.maxDeliveries) {
+      const last = this.#lastErrors.get(msg.seq) ?? "its earlier judgements are not known to this daemon (restarted)";
+      return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${this.ctx.config.intake.maxDeliveries}); last error: ${last}`);
+    }
     try {
       await this.#judge(msg);
+      this.#lastErrors.delete(msg.seq);
     } catch (err) {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
-      this.ctx.log.error({ err, seq: msg.seq }, "cannot admit rollout now; will be redelivered");
-      this.ctx.held.nak([msg.seq], 5000);
+      if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
+      this.#rememberError(msg.seq, (err as Error).message);
+      const delayMs = redeliveryDelayMs(deliveries);
+      this.ctx.log.error({ err, seq: msg.seq, deliveries, retryInMs: delayMs }, "cannot admit rollout now; will be redelivered");
+      this.ctx.held.nak([msg.seq], delayMs);
     }
   }
 
@@ -64,9 +85,9 @@ export class Admission {
 
   async #judge(msg: JsMsg): Promise<void> {
     const { ctx } = this;
-    const rollout = parseRollout(msg.data, { policy: ctx.policy, codeLength: ctx.config.policy.codeLength, maxSteps: ctx.config.policy.maxSteps });
+    const rollout = parseRollout(msg.data, this.#validate);
     checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
-    this.#checkDuplicate(rollout.id, msg.seq);
+    await this.#checkDuplicate(rollout.id, msg.seq);
     this.#inflightIds.set(rollout.id, msg.seq);
     try {
       await this.#materialise(rollout, msg.seq);
@@ -81,13 +102,18 @@ export class Admission {
     if (ctx.buffer.size >= 2) await pausePoint("intake", this.openRound(), ctx.log);
   }
 
-  #checkDuplicate(id: string, seq: number) {
+  /** The id must not be in the open or training round, being judged, or consumed within intake.duplicateWindowS. */
+  async #checkDuplicate(id: string, seq: number) {
     const { ctx } = this;
-    const reservedId = [...ctx.reserved.values()].includes(id);
+    const duplicate = (where: string) =>
+      new RolloutRejectedError("duplicate_id", `rollout id ${JSON.stringify(id)} (seq ${seq}) was already ${where}`);
     const inflight = this.#inflightIds.get(id);
-    if (ctx.applied.hasId(id) || reservedId || ctx.buffer.hasId(id) || (inflight !== undefined && inflight !== seq)) {
-      throw new RolloutRejectedError("duplicate_id", `rollout id ${JSON.stringify(id)} (seq ${seq}) was already consumed under another stream sequence`);
+    if ([...ctx.reserved.values()].includes(id) || ctx.buffer.hasId(id) || (inflight !== undefined && inflight !== seq)) {
+      throw duplicate("taken into a round under another stream sequence");
     }
+    if (ctx.applied.hasId(id)) throw duplicate("consumed by a committed round");
+    const consumed = await ctx.consumedIds.seqOf(id);
+    if (consumed !== null && consumed !== seq) throw duplicate(`consumed under stream sequence ${consumed} (within intake.duplicateWindowS)`);
   }
 
   /** All steps at once (decoding runs on libuv's pool, a rollout's frames overlap); the reported failure is the
@@ -110,17 +136,25 @@ export class Admission {
   async #reject(msg: JsMsg, reason: RejectReason, message: string): Promise<void> {
     const { ctx } = this;
     try {
-      await ctx.events.rejected({ seq: msg.seq, id: idOf(msg.data), reason, message });
+      await ctx.events.rejected({ seq: msg.seq, id: idOf(msg.data, ctx.config.limits.maxDepth), reason, message });
     } catch (err) {
-      // not recorded: leave the message to be redelivered and judged again
+      // not recorded: leave the message to be redelivered and judged again (a NATS outage: transient)
       ctx.log.warn({ err, seq: msg.seq, reason }, "rejection not recorded; will retry on redelivery");
-      ctx.held.nak([msg.seq], 2000);
+      this.#rememberError(msg.seq, `${reason}: ${message}`);
+      ctx.held.nak([msg.seq], redeliveryDelayMs(msg.info.deliveryCount));
       return;
     }
+    this.#lastErrors.delete(msg.seq);
     ctx.rejectedSeqs.add(msg.seq);
     ctx.metrics.rejected.inc({ reason });
     ctx.tally.rejected++;
     ctx.log.info({ seq: msg.seq, reason, message }, "rollout rejected");
-    ctx.held.term([msg.seq]);
+    ctx.held.term([msg.seq], reason);
+  }
+
+  #rememberError(seq: number, message: string) {
+    this.#lastErrors.delete(seq);
+    this.#lastErrors.set(seq, message.slice(0, 300));
+    if (this.#lastErrors.size > LAST_ERRORS_KEPT) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
   }
 }

@@ -7,7 +7,7 @@
 //           absent) — when no step of an episode carries a reward, the episode reward is the last step's — then
 //           normalised over all steps of the round: (G - mean) / (std + eps).
 // grpo and rloo give every step of an episode the episode's advantage.
-import type { AdvantageConfig } from "./config.js";
+import type { AdvantageConfig } from "./config/index.js";
 
 export interface Episode {
   group: string | undefined;

@@ -4,11 +4,11 @@
 import { mkdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { advantages, type Episode } from "./advantages.js";
-import type { AdvantageConfig } from "./config.js";
+import type { AdvantageConfig } from "./config/index.js";
 import { sha256, writeFileAtomic } from "../files.js";
 import { writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, frameRowPath } from "./paths.js";
-import type { RolloutCompleted, RoundTrigger } from "./schema.js";
+import type { RolloutCompleted, RoundTrigger } from "../contract/index.js";
 
 export const TRAIN_FILE = "train.jsonl";
 
@@ -36,7 +36,10 @@ export function trainRows(items: readonly RoundRollout[], config: AdvantageConfi
   }));
   const adv = advantages(episodes, config);
   return sorted.flatMap(({ seq, rollout }, i) => rollout.steps.map((step, k) => {
-    const row: TrainRow = { image: frameRowPath(seq, k), name: step.name, code: step.code, adv: adv[i]?.[k] as number, vllm_logp: step.vllm_logp };
+    const value = adv[i]?.[k] as number;
+    // limits.reward bounds every reward (|r| <= 1e100), so no estimator can overflow; this guards the invariant
+    if (!Number.isFinite(value)) throw new RangeError(`advantage of rollout seq ${seq} step ${k} is ${value}: rewards outside limits.reward reached the round`);
+    const row: TrainRow = { image: frameRowPath(seq, k), name: step.name, code: step.code, adv: value, vllm_logp: step.vllm_logp };
     if (step.memory) row.memory = [step.memory[0], step.memory[1]];
     return row;
   }));
@@ -77,22 +80,23 @@ export async function assembleRound(input: AssembleInput): Promise<Manifest> {
   await input.beforeManifest?.();
   const now = new Date().toISOString();
   const manifest: Manifest = {
-    version: 1,
+    version: 2,
     round: input.round,
     policy: input.policy,
     status: "assembled",
     parent: input.parent,
     reference: input.reference,
     events: [...input.items].sort((a, b) => a.seq - b.seq).map(({ seq, rollout }) => ({ seq, id: rollout.id, rows: rollout.steps.length })),
+    poisoned: [],
     rows: input.items.reduce((n, { rollout }) => n + rollout.steps.length, 0),
     trigger: input.trigger,
     advantage: { ...input.advantage },
-    configHash: input.configHash,
-    trainSha256: sha256(text),
+    config_hash: input.configHash,
+    train_sha256: sha256(text),
     seed: input.seed,
     attempts: 0,
-    createdAt: now,
-    updatedAt: now,
+    created_at: now,
+    updated_at: now,
   };
   await writeManifest(input.dir, manifest);
   return manifest;

@@ -1,15 +1,15 @@
 // The state the daemon's parts share while running: one object, created by daemon.ts, passed to admission and
 // the round runner. Mutable on purpose (it is the live daemon); each field names its single writer.
 import type { Logger } from "pino";
+import type { Health, LastRoundStats, Phase, RolloutCompleted } from "../contract/index.js";
 import type { AppliedRounds, RecentSeqs } from "./applied.js";
-import type { Config } from "./config.js";
+import type { Config } from "./config/index.js";
 import type { Nats } from "./connection.js";
+import type { ConsumedIds } from "./consumed-ids.js";
 import type { EventPublisher } from "./events.js";
 import type { HeldMessages } from "./held.js";
 import type { Metrics } from "./metrics.js";
 import type { BufferEntry, RoundBuffer } from "./rounds.js";
-import type { LastRoundStats, Phase, RolloutCompleted } from "./schema.js";
-import type { z } from "zod";
 import type { VersionedState } from "./state.js";
 
 export interface Buffered extends BufferEntry {
@@ -28,10 +28,14 @@ export interface LoopContext {
   readonly buffer: RoundBuffer<Buffered>;
   /** committed rounds' sequences and ids (writer: round runner, recovery) */
   readonly applied: AppliedRounds;
+  /** ids consumed within intake.duplicateWindowS, in KV (writer: round runner) */
+  readonly consumedIds: ConsumedIds;
   /** sequences resolved by rejection (writer: admission, round runner) */
   readonly rejectedSeqs: RecentSeqs;
-  /** sequence → rollout id of the round in the runner (writer: daemon) */
+  /** sequence → rollout id of the round in the runner, poisoned ones included (writer: daemon, round runner) */
   readonly reserved: Map<number, string>;
+  /** aborted when the daemon stops: waits and retries give up, their work stays for the next start */
+  readonly stopSignal: AbortSignal;
   /** committed state and its KV revision (writer: round runner) */
   state: VersionedState;
   /** highest consumer ack floor seen (writer: daemon's stats tick, round runner) */
@@ -40,10 +44,12 @@ export interface LoopContext {
   tally: {
     acceptedRows: number;
     rejected: number;
-    last: z.infer<typeof LastRoundStats> | null;
+    last: LastRoundStats | null;
     /** bytes, from the trainer's stats when it reports `gpu_memory_bytes` */
     gpuMemory: number | null;
   };
+  /** writer: round runner */
+  health: Health;
   phase: Phase;
   stopping: boolean;
 }
@@ -51,4 +57,18 @@ export interface LoopContext {
 export function setPhase(ctx: LoopContext, phase: Phase): void {
   ctx.phase = phase;
   ctx.metrics.setPhase(phase);
+}
+
+/** Degraded with a cause (the trainer or its host fails); the first cause's time is kept while it lasts. */
+export function setDegraded(ctx: LoopContext, cause: string): void {
+  const since = ctx.health.status === "degraded" ? ctx.health.since : new Date().toISOString();
+  ctx.health = { status: "degraded", cause, since };
+  ctx.metrics.degraded.set(1);
+}
+
+export function setHealthy(ctx: LoopContext): void {
+  if (ctx.health.status === "ok") return;
+  ctx.log.info({ was: ctx.health.cause }, "health ok again");
+  ctx.health = { status: "ok", cause: null, since: null };
+  ctx.metrics.degraded.set(0);
 }

@@ -1,7 +1,8 @@
 // The always-on loop (DESIGN.md data flow 1-10): wires connection, state, recovery, admission, the round runner
-// and observability, and owns the lifecycle — start, the intake loop with backpressure, round triggers, graceful
-// stop (SIGTERM: stop pulling, finish the running round, nak the open round for immediate redelivery, drain).
-// Only cli.ts decides the exit code: a fatal error (another daemon moved the state) resolves `closed` with it.
+// and observability, and owns the lifecycle — start (checks first: nothing is pulled until the trainer has trained
+// a probe job), the intake loop with backpressure, round triggers, graceful stop (SIGTERM: stop pulling, let the
+// round in hand reach a safe point, nak the open round for immediate redelivery, drain).
+// The CLI decides the exit code: a fatal error (another daemon moved the state) resolves `closed` with it.
 import type { Server } from "node:http";
 import { access } from "node:fs/promises";
 import { join } from "node:path";
@@ -9,31 +10,38 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import type { Service } from "@nats-io/services";
 import type { Logger } from "pino";
+import type { RoundSummary, StatsEvent } from "../contract/index.js";
+import { sha256File } from "../files.js";
 import { logger, setLogLevel } from "../log.js";
+import { checkAdapterDir } from "../train/job-inputs.js";
 import { Admission } from "./admission.js";
 import { RecentSeqs } from "./applied.js";
-import { configHash, redactedConfig, type Config } from "./config.js";
+import { CliRoundTrainer } from "./cli-trainer.js";
+import { configHash, redactedConfig, redactUrl, type Config } from "./config/index.js";
 import { connectNats, ensureStreams, type Nats } from "./connection.js";
+import { ConsumedIds } from "./consumed-ids.js";
 import { setPhase, type Buffered, type LoopContext } from "./context.js";
-import { ConfigError } from "./errors.js";
+import { ConfigError, isStopRequested } from "./errors.js";
 import { EventPublisher } from "./events.js";
-import { sha256File } from "../files.js";
 import { HeldMessages } from "./held.js";
 import { Intake } from "./intake.js";
 import { readManifest, type Manifest } from "./manifest.js";
 import { Metrics, serveMetrics } from "./metrics.js";
 import { startOwnServer, type OwnServer } from "./nats-server.js";
 import { roundDir } from "./paths.js";
+import { Probe } from "./probe.js";
 import { openAdapterStore } from "./publish.js";
 import { recover, roundNumbers } from "./recovery.js";
+import { ResidentRoundTrainer } from "./resident-trainer.js";
+import { readRoundRollouts } from "./round-rollouts.js";
 import { RoundBuffer } from "./rounds.js";
 import { RoundRunner } from "./round-runner.js";
-import { PpoStats, type RoundSummary, type StatsEvent } from "./schema.js";
 import { startService } from "./service.js";
 import { StateStore, type StateRecord, type VersionedState } from "./state.js";
 import { statsEvent, StatsTicker } from "./stats.js";
-import { ResidentRoundTrainer } from "./resident-trainer.js";
-import { CliRoundTrainer, readTrainerOutput, type RoundTrainer } from "./trainer.js";
+import { readTrainerOutput, type RoundTrainer } from "./trainer.js";
+import { validateContext } from "./validate.js";
+import { lockWorkDir, type WorkDirLock } from "./work-dir-lock.js";
 
 /** Messages judged at once: frames decode on libuv's pool while the next message is parsed. */
 const ADMIT_CONCURRENCY = 4;
@@ -53,6 +61,8 @@ export class Daemon {
   natsUrl: string | null = null;
   #ctx: LoopContext | null = null;
   #trainer: RoundTrainer;
+  #lock: WorkDirLock | null = null;
+  #nats: Nats | null = null;
   #ownServer: OwnServer | null = null;
   #intake: Intake | null = null;
   #runner: RoundRunner | null = null;
@@ -64,12 +74,15 @@ export class Daemon {
   #running: Promise<void> | null = null;
   #trainingRound: number | null = null;
   #nextRound = 1;
+  /** judgements in flight; `#idle` resolves when the count drops to zero */
   #inflight = 0;
+  #idle: { promise: Promise<void>; resolve: () => void } | null = null;
   #wake: (() => void) | null = null;
   #intakeLoop: Promise<void> | null = null;
   #connected = false;
   #opening = false;
   #stopRequested = false;
+  readonly #stopper = new AbortController();
   #fatal: Error | null = null;
   #resolveClosed!: (err: Error | null) => void;
   /** resolves when the daemon stopped; with the fatal error when it stopped because of one */
@@ -84,9 +97,9 @@ export class Daemon {
   }
 
   /**
-   * Connects, recovers and starts intake. A stop() that arrives meanwhile is held until the opening steps are done
-   * (none of them can be interrupted halfway without leaving something half-open), then drains instead of starting
-   * intake. Connecting waits for NATS as long as it takes; a second signal exits the CLI (cli.ts).
+   * Checks, connects, recovers and starts intake. A misconfiguration rejects (and leaves the stream untouched:
+   * nothing is pulled before every check passed); everything opened so far is closed again, the own server too.
+   * A stop() that arrives meanwhile is held until the opening steps are done, then drains instead of starting intake.
    */
   async start(): Promise<void> {
     this.#opening = true;
@@ -94,6 +107,7 @@ export class Daemon {
     try {
       pending = await this.#open();
     } catch (err) {
+      await this.#closeAfterFailedStart();
       if (this.#stopRequested) this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns
       throw err;
     } finally {
@@ -103,7 +117,7 @@ export class Daemon {
       this.log.info("stop requested while starting: draining before intake starts");
       return this.stop();
     }
-    const ctx = this.#ctx!;
+    const ctx = this.#ctx as LoopContext;
     this.#resumeWork(pending);
     setPhase(ctx, "intake");
     this.#intakeLoop = this.#runIntake();
@@ -112,25 +126,39 @@ export class Daemon {
     this.log.info({ url: redactUrl(this.natsUrl ?? ""), round: ctx.state.record.round, pending: pending?.round ?? null, metricsPort: this.metricsPort }, "daemon started");
   }
 
-  /** Everything start() does before intake: connection, streams, state, recovery, consumer, observability. */
+  /** Everything start() does before intake, checks first. */
   async #open(): Promise<Manifest | null> {
+    this.#lock = await lockWorkDir(this.config.workDir);
+    await this.#checkAdapterConfig();
+    await this.#trainer.start();
     const url = await this.#natsUrl();
     const nats = await connectNats(this.config.nats, url);
+    this.#nats = nats;
     this.natsUrl = url;
     this.#connected = true;
     void this.#watchConnection(nats);
-    await ensureStreams(nats.jsm, this.config.stream);
+    this.#checkPayloadLimits(nats);
+    await ensureStreams(nats.jsm, this.config.stream, this.log);
     const states = await StateStore.open(nats.nc, this.config.policy.name, this.config.stream.replicas);
-    const adapters = await openAdapterStore(nats.nc, this.config.stream.replicas);
     const state = (await states.read()) ?? (await this.#initialState());
+    await this.#checkStateAdapters(state.record);
+    const probe = new Probe(this.#trainer, this.config);
+    if (this.config.trainer.probeAtStart) await this.#probeAtStart(probe, state.record);
+    const adapters = await openAdapterStore(nats.nc, this.config.stream.replicas);
+    const consumedIds = await ConsumedIds.open(nats.nc, this.config.policy.name, this.config.intake.duplicateWindowS, this.config.stream.replicas);
     const recovered = await recover(this.config.workDir, state.record, this.config.intake.dedupRounds, this.log);
-    const ctx = this.#context(nats, state, recovered.applied);
+    const ctx = this.#context(nats, state, recovered.applied, consumedIds);
     this.#ctx = ctx;
     this.#nextRound = state.record.round + 1 + (recovered.pending ? 1 : 0);
     this.#intake = new Intake(nats.js, nats.jsm, {
       policy: ctx.policy, consumer: this.config.consumer, round: this.config.round, startSeq: () => ctx.ackFloor + 1,
     }, logger("intake", { policy: ctx.policy }));
-    this.#runner = new RoundRunner({ ctx, trainer: this.#trainer, states, adapters, ackFloor: () => this.#intake?.ackFloor() ?? Promise.resolve(null) });
+    const vctx = validateContext(this.config);
+    this.#runner = new RoundRunner({
+      ctx, trainer: this.#trainer, probe, states, adapters,
+      ackFloor: () => this.#intake?.ackFloor() ?? Promise.resolve(null),
+      rollouts: (round, events) => readRoundRollouts(nats.jsm, round, events, vctx),
+    });
     this.#admission = new Admission(ctx, this.#frameObjects(nats), () => this.#nextRound);
     await this.#startObservability(ctx);
     await this.#intake.ensureConsumer();
@@ -146,13 +174,14 @@ export class Daemon {
     const ctx = this.#ctx;
     if (!ctx || ctx.stopping) return void (await this.closed);
     ctx.stopping = true;
+    this.#stopper.abort();
     setPhase(ctx, "draining");
     this.log.info("draining");
     if (this.#triggerTimer) clearInterval(this.#triggerTimer);
     await this.#intake?.stop();
     this.#wake?.();
     await this.#intakeLoop;
-    while (this.#inflight > 0) await new Promise((r) => setTimeout(r, 20));
+    await this.#idle?.promise;
     await this.#running?.catch(() => {});
     // the open round was never committed: hand its messages back for immediate redelivery
     ctx.held.nak([...ctx.buffer.entries()].map((e) => e.seq));
@@ -163,6 +192,7 @@ export class Daemon {
     await this.#trainer.close();
     await ctx.nats.nc.drain().catch(() => {});
     await this.#ownServer?.stop();
+    await this.#lock?.release();
     setPhase(ctx, "stopped");
     this.log.info("stopped");
     this.#resolveClosed(this.#fatal);
@@ -177,21 +207,80 @@ export class Daemon {
     return this.#ownServer.url;
   }
 
+  /** What start() opened before it failed, closed in reverse order; a failure here must not hide the first one. */
+  async #closeAfterFailedStart(): Promise<void> {
+    await this.#service?.stop().catch(() => {});
+    await new Promise<void>((r) => (this.#http ? this.#http.close(() => r()) : r()));
+    this.#ctx?.held.release();
+    this.#ticker?.stop();
+    await this.#trainer.close().catch(() => {});
+    await this.#nats?.nc.close().catch(() => {});
+    await this.#ownServer?.stop().catch(() => {});
+    await this.#lock?.release().catch(() => {});
+  }
+
+  /** The configured model and adapters exist before anything connects (the state record may later name others). */
+  async #checkAdapterConfig(): Promise<void> {
+    if (this.config.trainer.command === null && this.config.trainer.model === null) {
+      throw new ConfigError("'trainer.model' must name the base model folder (a Hugging Face Qwen3.5 checkpoint), got null (or set 'trainer.command' to run a trainer of your own)");
+    }
+    const { initial, reference } = this.config.adapter;
+    await checkAdapterDir(initial ?? "", "adapter.initial").catch((cause: Error) => {
+      if (initial !== null) throw new ConfigError(cause.message, { cause });
+    });
+    if (reference !== null) await checkAdapterDir(reference, "adapter.reference").catch((cause: Error) => {
+      throw new ConfigError(cause.message, { cause });
+    });
+  }
+
+  /** The adapters the next round continues must be on this disk. */
+  async #checkStateAdapters(record: StateRecord): Promise<void> {
+    const what = record.round === 0 ? "adapter.initial" : `the adapter of committed round ${record.adapter.round} (state record)`;
+    await checkAdapterDir(record.adapter.path, what).catch((cause: Error) => {
+      throw new ConfigError(`${cause.message}: the next round continues it`, { cause });
+    });
+    await checkAdapterDir(record.reference.path, "the reference adapter (state record)").catch((cause: Error) => {
+      throw new ConfigError(cause.message, { cause });
+    });
+  }
+
+  async #probeAtStart(probe: Probe, record: StateRecord): Promise<void> {
+    const result = await probe.run(record.adapter.path, record.reference.path);
+    if (!result.ok) {
+      throw new ConfigError(`the trainer cannot train the probe job (${probe.dir}; trainer.probeAtStart): ${result.error}`);
+    }
+    this.log.info("probe job trained: the trainer works");
+  }
+
+  /** An inline frame must fit the server's max_payload; say so when frames.maxBytes allows more. */
+  #checkPayloadLimits(nats: Nats) {
+    const maxPayload = nats.nc.info?.max_payload;
+    if (maxPayload === undefined) return;
+    const inline = Math.floor(((maxPayload - 64 * 1024) * 3) / 4);
+    if (this.config.frames.maxBytes > inline) {
+      this.log.warn({ maxPayload, framesMaxBytes: this.config.frames.maxBytes, inlineFrameBytes: inline },
+        "frames.maxBytes is larger than an inline frame ({png_base64}) can be on this server: larger frames must come by {path} or {object}");
+    }
+    if (this.config.limits.maxPayloadBytes > maxPayload) {
+      this.log.info({ maxPayload, limitsMaxPayloadBytes: this.config.limits.maxPayloadBytes }, "the server's max_payload is below limits.maxPayloadBytes: it is the limit in effect");
+    }
+  }
+
   async #initialState(): Promise<VersionedState> {
     const initial = this.config.adapter.initial;
     if (initial === null) throw new ConfigError("'adapter.initial' must name the initial (SFT) adapter dir: round 1 continues it and it is the default reference, got null");
     const reference = this.config.adapter.reference ?? initial;
+    const adapterSha = await optionalSha(initial);
     const record: StateRecord = {
-      version: 1, policy: this.config.policy.name, round: 0, outcome: "initial",
-      adapter: { round: 0, path: initial, sha256: await optionalSha(initial) },
+      version: 2, policy: this.config.policy.name, round: 0, outcome: "initial",
+      adapter: { round: 0, path: initial, sha256: adapterSha },
       reference: { path: reference, sha256: await optionalSha(reference) },
-      lastSeq: 0, ackFloor: 0, recentAdapters: [], at: new Date().toISOString(),
+      last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: adapterSha }], at: new Date().toISOString(),
     };
-    record.recentAdapters = [{ round: 0, sha256: record.adapter.sha256 }];
     return { record, revision: 0 };
   }
 
-  #context(nats: Nats, state: VersionedState, applied: LoopContext["applied"]): LoopContext {
+  #context(nats: Nats, state: VersionedState, applied: LoopContext["applied"], consumedIds: ConsumedIds): LoopContext {
     const policy = this.config.policy.name;
     const log = logger("loop", { policy });
     return {
@@ -201,11 +290,14 @@ export class Daemon {
       held: new HeldMessages(this.config.consumer.ackWaitS, log),
       buffer: new RoundBuffer<Buffered>(),
       applied,
+      consumedIds,
       rejectedSeqs: new RecentSeqs(100_000),
       reserved: new Map(),
+      stopSignal: this.#stopper.signal,
       state,
-      ackFloor: state.record.ackFloor,
+      ackFloor: state.record.ack_floor,
       tally: { acceptedRows: 0, rejected: 0, last: null, gpuMemory: null },
+      health: { status: "ok", cause: null, since: null },
       phase: "starting",
       stopping: false,
     };
@@ -234,12 +326,12 @@ export class Daemon {
   }
 
   /** First job: the pending round of a killed daemon, or the publish a killed daemon did not finish. */
-  #resumeWork(pending: Awaited<ReturnType<typeof recover>>["pending"]) {
+  #resumeWork(pending: Manifest | null) {
     const ctx = this.#ctx as LoopContext;
     const runner = this.#runner as RoundRunner;
     const record = ctx.state.record;
     if (pending) {
-      for (const e of pending.events) ctx.reserved.set(e.seq, e.id);
+      for (const e of [...pending.events, ...pending.poisoned]) ctx.reserved.set(e.seq, e.id);
       this.#startJob(pending.round, async () => {
         if (record.outcome === "published") await this.#republish(record);
         await runner.run(pending);
@@ -251,7 +343,8 @@ export class Daemon {
 
   async #republish(record: StateRecord) {
     const stats = await readTrainerOutput(record.adapter.path).catch(async () => (await readManifest(roundDir(this.config.workDir, record.policy, record.round)))?.stats ?? null);
-    await (this.#runner as RoundRunner).publish(record.round, record.adapter.path, PpoStats.parse(stats ?? {}));
+    if (stats === null) throw new Error(`round ${record.round}: committed as published, but neither its adapter nor its manifest has its statistics`);
+    await (this.#runner as RoundRunner).publish(record.round, record.adapter.path, stats);
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -262,7 +355,7 @@ export class Daemon {
     for await (const msg of intake.messages()) {
       if (this.#ctx?.stopping) break;
       await this.#capacity();
-      this.#inflight++;
+      if (this.#inflight++ === 0) this.#idle = deferred();
       void this.#admit(msg);
     }
   }
@@ -271,7 +364,7 @@ export class Daemon {
     try {
       await (this.#admission as Admission).admit(msg);
     } finally {
-      this.#inflight--;
+      if (--this.#inflight === 0) this.#idle?.resolve();
       this.#maybeClose();
       this.#wake?.();
     }
@@ -304,7 +397,11 @@ export class Daemon {
     const ctx = this.#ctx as LoopContext;
     this.#trainingRound = round;
     this.#running = job()
-      .catch((err: unknown) => this.#onFatal(err as Error))
+      .catch((err: unknown) => {
+        // a stop interrupts a round at a safe point: its manifest stays, the next start resumes it
+        if (isStopRequested(err) || ctx.stopping) return void this.log.info({ round, err: (err as Error).message }, "round left for the next start");
+        this.#onFatal(err as Error);
+      })
       .finally(() => {
         ctx.reserved.clear();
         this.#running = null;
@@ -350,7 +447,7 @@ export class Daemon {
       if (!manifest) continue;
       out.push({
         round, status: manifest.outcome ? `${manifest.status}:${manifest.outcome}` : manifest.status,
-        rows: manifest.rows, rollouts: manifest.events.length, sha256: manifest.trainSha256, stats: manifest.stats ?? null,
+        rows: manifest.rows, rollouts: manifest.events.length, sha256: manifest.train_sha256, stats: manifest.stats ?? null,
       });
     }
     return out;
@@ -359,8 +456,14 @@ export class Daemon {
   #health() {
     const ctx = this.#ctx;
     const ok = this.#connected && this.#fatal === null && ctx !== null && ctx.phase !== "stopped";
-    return { ok, detail: { connected: this.#connected, phase: ctx?.phase ?? "starting", round: ctx?.state.record.round ?? null } };
+    return { ok, detail: { connected: this.#connected, phase: ctx?.phase ?? "starting", round: ctx?.state.record.round ?? null, health: ctx?.health ?? null } };
   }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
 }
 
 async function optionalSha(adapterDir: string): Promise<string | null> {
@@ -373,14 +476,7 @@ async function optionalSha(adapterDir: string): Promise<string | null> {
   return sha256File(file);
 }
 
-function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/g, "//[redacted]@");
-}
-
 /** The trainer of the config: resident ranks keep the model loaded between rounds; a custom command runs per round. */
 function roundTrainer(config: Config["trainer"]): RoundTrainer {
-  if (config.command === null && config.resident) {
-    return new ResidentRoundTrainer({ args: config.args, env: config.env, timeoutS: config.timeoutS });
-  }
-  return new CliRoundTrainer(config);
+  return config.command === null && config.resident ? new ResidentRoundTrainer(config) : new CliRoundTrainer(config);
 }

@@ -8,10 +8,10 @@ import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import { logger } from "../log.js";
 import { venvPython } from "../setup-env.js";
-import { PACKAGE_ROOT, parseConfig, type Config } from "./config.js";
+import { PACKAGE_ROOT, parseConfig, type Config } from "./config/index.js";
 import { connectNats, type Nats } from "./connection.js";
 import { Daemon } from "./daemon.js";
-import { adapterName, AdapterPublished, subjects } from "./schema.js";
+import { adapterName, AdapterPublished, subjects } from "../contract/index.js";
 import { publishRollouts, type SimulateOptions } from "./sim/publisher.js";
 
 export interface DemoOptions {
@@ -75,7 +75,7 @@ function demoConfig(work: string, files: { model: string; adapter: string }, opt
     policy: { name: POLICY, codeLength: CODE_LENGTH, maxSteps: 4 },
     round: { rows: opts.rowsPerRound, minRows: 1, maxWaitS: 600 },
     adapter: { initial: files.adapter, reference: files.adapter },
-    trainer: { args: ["--model", files.model, "--device", "cpu", "--batch", "4"], seed: opts.seed },
+    trainer: { model: files.model, device: "cpu", batch: 4, seed: opts.seed },
     observe: { statsIntervalS: 5, metricsPort: null },
   });
 }

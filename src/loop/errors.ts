@@ -1,8 +1,10 @@
 // Named errors of the loop, and predicates so call sites never compare strings. Each takes Error's own
 // (message, { cause }) arguments; only RolloutRejectedError adds a field.
-import type { RejectReason } from "./schema.js";
+import { errors as natsErrors } from "@nats-io/nats-core";
+import { JetStreamError } from "@nats-io/jetstream";
+import type { RejectReason } from "../contract/index.js";
 
-/** The configuration is invalid; the message names the field, the rule and the value. */
+/** The configuration is invalid, or what it names is unusable (a missing model, a trainer that cannot start). */
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
@@ -15,7 +17,7 @@ export class RolloutRejectedError extends Error {
   }
 }
 
-/** The trainer failed a round (exit code, missing output, unreadable stats). */
+/** The trainer failed a job (exit code, missing output, unreadable stats, ranks that died). */
 export class TrainerError extends Error {
   override name = "TrainerError";
 }
@@ -26,15 +28,39 @@ export class StateConflictError extends Error {
   override name = "StateConflictError";
 }
 
+/** Another daemon holds the work directory. */
+export class WorkDirLockedError extends Error {
+  override name = "WorkDirLockedError";
+}
+
 /** A replayed round does not reproduce its manifest. */
 export class ReplayMismatchError extends Error {
   override name = "ReplayMismatchError";
 }
 
-export const isConfigError = (err: unknown): err is ConfigError => err instanceof ConfigError;
+/** The daemon is stopping: the step in flight gave up, its work stays for the next start. */
+export class StopRequestedError extends Error {
+  override name = "StopRequestedError";
+}
+
 export const isRolloutRejected = (err: unknown): err is RolloutRejectedError => err instanceof RolloutRejectedError;
-export const isTrainerError = (err: unknown): err is TrainerError => err instanceof TrainerError;
 export const isStateConflict = (err: unknown): err is StateConflictError => err instanceof StateConflictError;
+export const isStopRequested = (err: unknown): err is StopRequestedError => err instanceof StopRequestedError;
+
+/** errno codes of failures of the host (disk, descriptors, network), not of what is being read. */
+const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);
+
+/**
+ * A failure worth retrying later: NATS (a timeout, a disconnect, JetStream not answering) or the host's I/O. What is
+ * neither (a TypeError, a RangeError such as a stack overflow) would fail the same way again: the caller rejects
+ * instead of retrying forever.
+ */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof natsErrors.TimeoutError || err instanceof natsErrors.ConnectionError || err instanceof natsErrors.RequestError
+    || err instanceof natsErrors.NoRespondersError || err instanceof natsErrors.ClosedConnectionError || err instanceof JetStreamError) return true;
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return typeof code === "string" && HOST_ERRNO.has(code);
+}
 
 /** One line per error in the cause chain, for the CLI's top-level handler. */
 export function causeChain(err: unknown): string[] {

@@ -5,7 +5,7 @@
 // when that attempt was the last one allowed, failing a round that trained.
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { PpoStats } from "./schema.js";
+import type { PpoStats } from "../contract/index.js";
 import { readTrainerOutput } from "./trainer.js";
 
 const ATTEMPT_DIR = /^adapter\.tmp-\d+-(\d+)$/;

@@ -1,33 +1,31 @@
 // The health gate (DESIGN.md data flow step 6): an adapter is published only if every statistic is finite and
 // none exceeds its configured threshold (null = off). Pure function.
-import type { Config } from "./config.js";
-import type { PpoStats } from "./schema.js";
+import { GATED_STATS, type PpoStats } from "../contract/index.js";
+import type { Config } from "./config/index.js";
 
 export type GateResult = { ok: true } | { ok: false; reason: string };
 
-const CHECKED = ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs"] as const;
-
 export function checkGate(stats: PpoStats, gate: Config["gate"]): GateResult {
-  for (const key of CHECKED) {
+  for (const key of GATED_STATS) {
     if (!Number.isFinite(stats[key])) return { ok: false, reason: `${key} is not finite (${stats[key]})` };
   }
-  const limits: Array<[keyof PpoStats & string, number | null, string]> = [
+  const limits: Array<[(typeof GATED_STATS)[number], number | null, string]> = [
     ["logp_gap_abs", gate.maxLogpGapAbs, "gate.maxLogpGapAbs"],
     ["kl", gate.maxKl, "gate.maxKl"],
     ["clip_frac", gate.maxClipFrac, "gate.maxClipFrac"],
   ];
   for (const [key, limit, name] of limits) {
-    const value = stats[key] as number;
+    const value = stats[key];
     if (limit !== null && value > limit) return { ok: false, reason: `${key} ${value} exceeds ${name} ${limit}` };
   }
   return checkMismatch(stats, gate.maxMismatchKl);
 }
 
-/** Sampler/trainer mismatch KL (k3) from the trainer's optional `mismatch` statistics (--mismatch-stats). */
+/** Sampler/trainer mismatch KL (k3) from the trainer's optional mismatch statistics (trainer.mismatchStats). */
 function checkMismatch(stats: PpoStats, limit: number | null): GateResult {
   if (limit === null) return { ok: true };
-  const k3 = (stats["mismatch"] as { k3?: unknown } | undefined)?.k3;
-  if (typeof k3 !== "number") return { ok: false, reason: "gate.maxMismatchKl is set but stats.json has no mismatch.k3 (run the trainer with --mismatch-stats)" };
+  const k3 = stats.mismatch?.k3;
+  if (k3 === undefined) return { ok: false, reason: "gate.maxMismatchKl is set but stats.json has no mismatch.k3 (set trainer.mismatchStats)" };
   if (!Number.isFinite(k3)) return { ok: false, reason: `mismatch.k3 is not finite (${k3})` };
   return k3 > limit ? { ok: false, reason: `mismatch.k3 ${k3} exceeds gate.maxMismatchKl ${limit}` } : { ok: true };
 }

@@ -46,10 +46,10 @@ export class HeldMessages {
     }
   }
 
-  /** Terminate (no reason text: nats-server 2.9 does not parse "+TERM <reason>"; the rejection event has it). */
-  term(seqs: readonly number[]): void {
+  /** Terminate with a reason the server records in its advisory (the rejection event has the whole message). */
+  term(seqs: readonly number[], reason?: string): void {
     for (const seq of seqs) {
-      this.#msgs.get(seq)?.term();
+      this.#msgs.get(seq)?.term(reason);
       this.#msgs.delete(seq);
     }
   }

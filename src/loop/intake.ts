@@ -5,9 +5,10 @@
 import { AckPolicy, DeliverPolicy, type ConsumerConfig, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/nats-core";
 import type { Logger } from "pino";
-import type { Config } from "./config.js";
-import { isNotFound } from "./connection.js";
-import { consumerName, ROLLOUT_STREAM, subjects } from "./schema.js";
+import type { Config } from "./config/index.js";
+import { JetStreamApiCodes } from "@nats-io/jetstream";
+import { isApiError } from "./connection.js";
+import { consumerName, ROLLOUT_STREAM, subjects } from "../contract/index.js";
 
 export interface IntakeOptions {
   policy: string;
@@ -39,7 +40,7 @@ export class Intake {
       max_ack_pending: maxAckPending(this.opts),
       // never drop a message after N deliveries: every rollout ends in a round or a rejection
       max_deliver: -1,
-      filter_subject: subjects(this.opts.policy).rollouts,
+      filter_subjects: [subjects(this.opts.policy).rollouts],
     };
     return startSeq > 1 ? { ...config, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq } : { ...config, deliver_policy: DeliverPolicy.All };
   }
@@ -53,7 +54,7 @@ export class Intake {
         await this.jsm.consumers.update(ROLLOUT_STREAM, this.name, { ack_wait: wanted.ack_wait, max_ack_pending: wanted.max_ack_pending });
       }
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
       this.log.info({ startSeq: wanted.opt_start_seq ?? 1 }, "creating consumer");
       await this.jsm.consumers.add(ROLLOUT_STREAM, wanted);
     }

@@ -1,7 +1,7 @@
 // Prometheus metrics (prom-client) and the /metrics + /healthz HTTP endpoint (DESIGN.md data flow step 9).
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import { Phase, type PpoStats } from "./schema.js";
+import { Phase, type PpoStats } from "../contract/index.js";
 
 export class Metrics {
   readonly registry = new Registry();
@@ -13,6 +13,7 @@ export class Metrics {
   readonly bufferedRows = new Gauge({ name: "rlloop_buffered_rows", help: "rows in the open round", registers: [this.registry] });
   readonly pendingAcks = new Gauge({ name: "rlloop_pending_acks", help: "messages held unacked", registers: [this.registry] });
   readonly phase = new Gauge({ name: "rlloop_phase", help: "1 for the current phase", labelNames: ["phase"], registers: [this.registry] });
+  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the trainer or its host fails and rounds are retried", registers: [this.registry] });
   readonly lastStat = new Gauge({ name: "rlloop_last_round_stat", help: "last trained round's statistics", labelNames: ["stat"], registers: [this.registry] });
   readonly stepSeconds = new Histogram({
     name: "rlloop_round_step_seconds", help: "duration of round steps", labelNames: ["step"],

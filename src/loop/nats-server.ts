@@ -8,7 +8,7 @@ import { mkdir, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import type { Config } from "./config.js";
+import type { Config } from "./config/index.js";
 import { writeFileAtomic } from "../files.js";
 import { natsDir } from "./paths.js";
 import { natsServerBinary } from "../setup-env.js";

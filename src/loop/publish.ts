@@ -12,7 +12,7 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { sha256File } from "../files.js";
 import { ADAPTER_FILES } from "./trainer.js";
-import { ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats } from "./schema.js";
+import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats } from "../contract/index.js";
 
 export interface PublishRequest {
   policy: string;
@@ -29,7 +29,7 @@ export async function openAdapterStore(nc: NatsConnection, replicas: number): Pr
 
 /** The last announcement on the policy's adapters subject: its stream sequence and round (null when none). */
 export async function lastAnnouncement(jsm: JetStreamManager, policy: string): Promise<{ seq: number; round: number } | null> {
-  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subjects(policy).adapters });
+  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subjects(policy).adapterPublished });
   if (!msg) return null;
   const parsed = AdapterPublished.safeParse(msg.json());
   return { seq: msg.seq, round: parsed.success ? parsed.data.round : 0 };
@@ -71,7 +71,7 @@ export async function publishAdapter(
     at: new Date().toISOString(),
   };
   try {
-    await nats.js.publish(subjects(req.policy).adapters, JSON.stringify(event), {
+    await nats.js.publish(subjects(req.policy).adapterPublished, encodeWithNonFinite(event), {
       msgID: msgIds.adapter(req.policy, req.round),
       expect: { lastSubjectSequence: last?.seq ?? 0 },
     });

@@ -4,11 +4,10 @@
 // re-run the round from the manifest's parent adapter into DIR/adapter. The live state is never touched.
 import { copyFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { trainJsonl, TRAIN_FILE, type RoundRollout } from "./assemble.js";
-import type { Config } from "./config.js";
+import type { Config } from "./config/index.js";
 import { connectNats } from "./connection.js";
 import { ReplayMismatchError } from "./errors.js";
 import { sha256, writeFileAtomic } from "../files.js";
@@ -16,9 +15,12 @@ import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { readManifest, type Manifest } from "./manifest.js";
 import { runningOwnServerUrl } from "./nats-server.js";
 import { frameFileName, policyDir, roundDir } from "./paths.js";
-import { ROLLOUT_STREAM } from "./schema.js";
-import { CliRoundTrainer, type PpoStats, type RoundTrainer } from "./trainer.js";
-import { parseRollout } from "./validate.js";
+import type { PpoStats } from "../contract/index.js";
+import { CliRoundTrainer } from "./cli-trainer.js";
+import { roundJob } from "./round-job.js";
+import { readRoundRollouts } from "./round-rollouts.js";
+import type { RoundTrainer } from "./trainer.js";
+import { validateContext } from "./validate.js";
 
 export interface ReplayOptions {
   config: Config;
@@ -51,11 +53,11 @@ export async function replayRound(opts: ReplayOptions): Promise<ReplayResult> {
   if (!url) throw new ReplayMismatchError("replay needs a NATS server: set nats.url (or RLLOOP_NATS_URL), or run it while the daemon's own nats-server is up");
   const nats = await connectNats(config.nats, url);
   try {
-    const items = await readEvents(nats.jsm, manifest, config);
+    const items = await readRoundRollouts(nats.jsm, manifest.round, manifest.events, validateContext({ ...config, policy: { ...config.policy, name: manifest.policy } }));
     const text = trainJsonl(items, manifest.advantage);
     const digest = sha256(text);
-    if (digest !== manifest.trainSha256) {
-      throw new ReplayMismatchError(`round ${round}: rebuilt train.jsonl has sha256 ${digest}, the manifest records ${manifest.trainSha256}`);
+    if (digest !== manifest.train_sha256) {
+      throw new ReplayMismatchError(`round ${round}: rebuilt train.jsonl has sha256 ${digest}, the manifest records ${manifest.train_sha256}`);
     }
     const out = opts.out ?? defaultReplayDir(config, round);
     await mkdir(join(out, "frames"), { recursive: true });
@@ -68,18 +70,6 @@ export async function replayRound(opts: ReplayOptions): Promise<ReplayResult> {
   } finally {
     await nats.nc.drain().catch(() => {});
   }
-}
-
-async function readEvents(jsm: JetStreamManager, manifest: Manifest, config: Config): Promise<RoundRollout[]> {
-  const items: RoundRollout[] = [];
-  for (const e of manifest.events) {
-    const msg = await jsm.streams.getMessage(ROLLOUT_STREAM, { seq: e.seq });
-    if (!msg) throw new ReplayMismatchError(`round ${manifest.round}: stream sequence ${e.seq} (rollout ${e.id}) is no longer in ${ROLLOUT_STREAM} (stream.maxAgeS?)`);
-    const rollout = parseRollout(msg.data, { policy: manifest.policy, codeLength: config.policy.codeLength, maxSteps: config.policy.maxSteps });
-    if (rollout.id !== e.id) throw new ReplayMismatchError(`round ${manifest.round}: sequence ${e.seq} holds rollout ${rollout.id}, the manifest records ${e.id}`);
-    items.push({ seq: e.seq, rollout });
-  }
-  return items;
 }
 
 /** Frames from their sources; a source that is gone (a deleted file) falls back to the round folder's copy. */
@@ -104,11 +94,11 @@ type RolloutStep = RoundRollout["rollout"]["steps"][number];
 async function retrain(opts: ReplayOptions, manifest: Manifest, out: string): Promise<PpoStats> {
   if (!manifest.parent.path || !manifest.reference.path) throw new ReplayMismatchError(`round ${manifest.round}: manifest has no parent/reference adapter path`);
   const trainer = opts.trainer ?? new CliRoundTrainer(opts.config.trainer);
+  const job = roundJob(opts.config.trainer, {
+    dir: out, data: join(out, TRAIN_FILE), adapter: manifest.parent.path, ref: manifest.reference.path, out: join(out, "adapter"), seed: manifest.seed,
+  });
   try {
-    return await trainer.train({
-      round: manifest.round, roundDir: out, trainJsonl: join(out, TRAIN_FILE), parentAdapter: manifest.parent.path,
-      refAdapter: manifest.reference.path, outDir: join(out, "adapter"), seed: manifest.seed, attempt: 1,
-    });
+    return await trainer.train(job, { label: `replay of round ${manifest.round}`, logFile: join(out, "trainer.log") });
   } finally {
     await trainer.close();
   }

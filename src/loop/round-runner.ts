@@ -1,22 +1,30 @@
 // One round from closed buffer (or pending manifest) to published adapter (DESIGN.md data flow steps 4-8):
-// assemble → train (up to trainer.maxAttempts) → gate → commit (KV compare-and-set) → ack → publish.
-// The order is the guarantee: nothing is acked before the commit, nothing is published before it, and every
-// step after the commit is idempotent, so a restart at any point redoes the uncommitted part only.
+// assemble → train until it trains → gate → commit (KV compare-and-set) → ack → publish. The order is the
+// guarantee: nothing is acked before the commit, nothing is published before it, and every step after the commit is
+// idempotent, so a restart at any point redoes the uncommitted part only.
+// Training never gives up on a round (docs/daemon.md "Faults"): a failed attempt is judged by the probe — when the
+// probe fails too, the trainer or its host is at fault: the daemon is degraded and retries with backoff, rejecting
+// nothing; when the probe trains, the round's rows are suspect: after a second failure the rollouts it fails on are
+// isolated (poison-isolation.ts), rejected as `poison`, and the rest of the round trains.
 import { rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
-import { assembleRound, TRAIN_FILE, type RoundRollout } from "./assemble.js";
-import { configHash } from "./config.js";
-import { setPhase, type Buffered, type LoopContext } from "./context.js";
-import { isStateConflict } from "./errors.js";
-import { sha256File } from "../files.js";
+import type { FaultKind, PpoStats, RoundOutcome, RoundTrigger } from "../contract/index.js";
+import { sha256, sha256File, writeFileAtomic } from "../files.js";
+import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./assemble.js";
+import { Backoff } from "./backoff.js";
+import { configHash } from "./config/index.js";
+import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
+import { isStateConflict, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate } from "./gate.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
-import { incomingDir, roundDir } from "./paths.js";
+import { frameFileName, incomingDir, roundDir } from "./paths.js";
+import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
+import type { Probe } from "./probe.js";
 import { publishAdapter } from "./publish.js";
 import { retrying } from "./retry.js";
-import type { PpoStats, RoundOutcome, RoundTrigger } from "./schema.js";
+import { attemptOutDir, roundJob } from "./round-job.js";
 import { withRecentAdapter, type StateRecord, type StateStore } from "./state.js";
 import { pausePoint } from "./test-hooks.js";
 import type { RoundTrainer } from "./trainer.js";
@@ -24,10 +32,20 @@ import type { RoundTrainer } from "./trainer.js";
 export interface RunnerDeps {
   ctx: LoopContext;
   trainer: RoundTrainer;
+  probe: Probe;
   states: StateStore;
   adapters: ObjectStore;
   /** current consumer ack floor, recorded in the state (null when unknown) */
   ackFloor: () => Promise<number | null>;
+  /** the rollouts of events not held in memory, read back from the stream (a round resumed after a restart) */
+  rollouts: (round: number, events: Manifest["events"]) => Promise<RoundRollout[]>;
+}
+
+interface Trained {
+  manifest: Manifest;
+  /** null when no rollout is left (every one was poison) */
+  stats: PpoStats | null;
+  outDir: string | null;
 }
 
 interface Verdict {
@@ -39,6 +57,9 @@ interface Verdict {
 }
 
 export class RoundRunner {
+  /** rollouts of the round in hand, by stream sequence (what the buffer gave; a resumed round reads the stream) */
+  #known = new Map<number, RoundRollout>();
+
   constructor(private readonly deps: RunnerDeps) {}
 
   private get ctx() { return this.deps.ctx; }
@@ -52,6 +73,7 @@ export class RoundRunner {
     await ctx.events.round({ type: "round.closed", round, trigger, rows, rollouts: entries.length });
     const started = performance.now();
     const items: RoundRollout[] = entries.map((e) => ({ seq: e.seq, rollout: e.rollout }));
+    this.#known = new Map(items.map((item) => [item.seq, item]));
     const dir = roundDir(ctx.config.workDir, ctx.policy, round);
     const manifest = await assembleRound({
       round, policy: ctx.policy, dir, incoming: incomingDir(ctx.config.workDir, ctx.policy), items, trigger,
@@ -62,8 +84,8 @@ export class RoundRunner {
       beforeManifest: () => pausePoint("assembling", round, ctx.log),
     });
     ctx.metrics.stepSeconds.observe({ step: "assemble" }, (performance.now() - started) / 1000);
-    ctx.log.info({ round, rows, rollouts: entries.length, trigger, sha256: manifest.trainSha256 }, "round assembled");
-    await ctx.events.round({ type: "round.assembled", round, rows, sha256: manifest.trainSha256, dir });
+    ctx.log.info({ round, rows, rollouts: entries.length, trigger, sha256: manifest.train_sha256 }, "round assembled");
+    await ctx.events.round({ type: "round.assembled", round, rows, sha256: manifest.train_sha256, dir });
     await this.run(manifest);
   }
 
@@ -71,12 +93,13 @@ export class RoundRunner {
   async run(manifest: Manifest): Promise<void> {
     const { ctx } = this;
     const dir = roundDir(ctx.config.workDir, ctx.policy, manifest.round);
-    const trained = await this.#train(manifest, dir);
+    const trained = await this.#trainUntilDone(manifest, dir);
     await pausePoint("training", manifest.round, ctx.log);
     const verdict = this.#judge(trained);
     const adapter = await this.#placeAdapter(verdict, dir);
-    if (verdict.outcome === "failed") await this.#rejectRollouts(trained.manifest, verdict.reason ?? "training failed");
+    await this.#recordRejections(trained.manifest);
     setPhase(ctx, "committing");
+    await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, stopped: () => ctx.stopping });
     const next = await this.#nextState(trained.manifest, verdict, adapter);
     const revision = await retrying(() => this.deps.states.commit(next, ctx.state.revision), {
       what: `commit of round ${manifest.round}`, log: ctx.log, fatal: isStateConflict,
@@ -84,48 +107,176 @@ export class RoundRunner {
     ctx.state = { record: next, revision };
     await pausePoint("committed", manifest.round, ctx.log);
     await this.#afterCommit(trained.manifest, verdict, revision, dir);
+    this.#known.clear();
     if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
   }
 
-  async #train(manifest: Manifest, dir: string): Promise<{ manifest: Manifest; stats: PpoStats | null; outDir: string | null; error: string | null }> {
+  // -------------------------------------------------------------------------------------------------------------
+  // training
+
+  async #trainUntilDone(initial: Manifest, dir: string): Promise<Trained> {
     const { ctx } = this;
-    setPhase(ctx, "training");
-    if (manifest.status === "training" && manifest.attempts > 0) {
-      const finished = await findFinishedAttempt(dir, manifest.attempts);
-      if (finished) {
-        ctx.log.info({ round: manifest.round, attempt: manifest.attempts, outDir: finished.outDir }, "using the finished training of the previous run's last attempt");
-        return { manifest, stats: finished.stats, outDir: finished.outDir, error: null };
+    const finished = await this.#finishedAttempt(initial, dir);
+    if (finished) return finished;
+    const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
+    let manifest = initial;
+    let suspect = 0; // consecutive failures with the probe training: the rows are suspect
+    let unreproduced = 0; // isolations that found no culprit
+    for (;;) {
+      if (manifest.events.length === 0) return { manifest, stats: null, outDir: null };
+      this.#throwIfStopping();
+      const attempt = manifest.attempts + 1;
+      manifest = updated(manifest, { status: "training", attempts: attempt });
+      await writeManifest(dir, manifest);
+      setPhase(ctx, "training");
+      await ctx.events.round({ type: "round.training", round: manifest.round, attempt });
+      const outDir = attemptOutDir(dir, attempt);
+      const result = await this.#attempt(manifest, dir, outDir);
+      if ("stats" in result) {
+        setHealthy(ctx);
+        await ctx.events.round({ type: "round.trained", round: manifest.round, stats: result.stats });
+        return { manifest, stats: result.stats, outDir };
       }
-    }
-    let current = manifest;
-    let error: string | null = null;
-    for (let attempt = manifest.attempts + 1; attempt <= ctx.config.trainer.maxAttempts; attempt++) {
-      current = updated(current, { status: "training", attempts: attempt });
-      await writeManifest(dir, current);
-      await ctx.events.round({ type: "round.training", round: current.round, attempt });
-      const outDir = join(dir, `adapter.tmp-${process.pid}-${attempt}`);
-      const started = performance.now();
-      try {
-        const stats = await this.deps.trainer.train({
-          round: current.round, roundDir: dir, trainJsonl: join(dir, TRAIN_FILE),
-          parentAdapter: current.parent.path ?? "", refAdapter: current.reference.path ?? "",
-          outDir, seed: current.seed, attempt,
-        });
-        ctx.metrics.stepSeconds.observe({ step: "train" }, (performance.now() - started) / 1000);
-        ctx.log.info({ round: current.round, attempt, stats }, "round trained");
-        await ctx.events.round({ type: "round.trained", round: current.round, stats });
-        return { manifest: current, stats, outDir, error: null };
-      } catch (err) {
-        error = (err as Error).message;
-        ctx.log.error({ err, round: current.round, attempt }, "trainer attempt failed");
+      const { error } = result;
+      this.#throwIfStopping();
+      const fault = await this.#blame(manifest);
+      ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
+      await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
+      if (fault === "trainer") {
+        suspect = 0;
+        await this.#degradedWait(`round ${manifest.round} cannot train and neither can the probe: ${errorSummary(error)}`, backoff);
+        continue;
       }
+      if (++suspect < 2) continue; // once more as a whole: a one-off failure (a rank killed from outside) blames no one
+      suspect = 0;
+      const culprits = await this.#isolate(manifest, dir, error, backoff);
+      if (culprits === null) continue;
+      if (culprits.length === 0) {
+        if (++unreproduced >= 2) await this.#degradedWait(`round ${manifest.round} fails as a whole but every part of it trains: ${errorSummary(error)}`, backoff);
+        continue;
+      }
+      manifest = await this.#withoutPoison(manifest, dir, culprits);
     }
-    return { manifest: current, stats: null, outDir: null, error: error ?? `trainer.maxAttempts (${ctx.config.trainer.maxAttempts}) already used` };
   }
 
-  #judge(trained: { stats: PpoStats | null; outDir: string | null; error: string | null; manifest: Manifest }): Verdict {
+  /** A killed daemon's last attempt that had finished (its stats.json written last) is used, not trained again. */
+  async #finishedAttempt(manifest: Manifest, dir: string): Promise<Trained | null> {
+    if (manifest.status !== "training" || manifest.attempts === 0) return null;
+    const finished = await findFinishedAttempt(dir, manifest.attempts);
+    if (!finished) return null;
+    this.ctx.log.info({ round: manifest.round, attempt: manifest.attempts, outDir: finished.outDir }, "using the finished training of the previous run's last attempt");
+    return { manifest, stats: finished.stats, outDir: finished.outDir };
+  }
+
+  /** One training attempt: its statistics, or the trainer's error. */
+  async #attempt(manifest: Manifest, dir: string, outDir: string): Promise<{ stats: PpoStats } | { error: string }> {
+    const { ctx } = this;
+    const started = performance.now();
+    try {
+      const stats = await this.deps.trainer.train(this.#job(manifest, dir, join(dir, TRAIN_FILE), outDir), {
+        label: `round ${manifest.round} attempt ${manifest.attempts}`, logFile: join(dir, `trainer.${manifest.attempts}.log`),
+      });
+      ctx.metrics.stepSeconds.observe({ step: "train" }, (performance.now() - started) / 1000);
+      ctx.log.info({ round: manifest.round, attempt: manifest.attempts, stats }, "round trained");
+      return { stats };
+    } catch (err) {
+      return { error: (err as Error).message };
+    }
+  }
+
+  #job(manifest: Manifest, dir: string, data: string, out: string) {
+    return roundJob(this.ctx.config.trainer, { dir, data, adapter: manifest.parent.path ?? "", ref: manifest.reference.path ?? "", out, seed: manifest.seed });
+  }
+
+  /** The probe decides: it fails too → the trainer or its host; it trains → the round's rows. */
+  async #blame(manifest: Manifest): Promise<FaultKind> {
+    const probe = await this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? "");
+    if (this.ctx.stopping) return "undecided";
+    if (!probe.ok) this.ctx.log.warn({ round: manifest.round, err: errorSummary(probe.error) }, "the probe failed too");
+    return probe.ok ? "data" : "trainer";
+  }
+
+  async #degradedWait(cause: string, backoff: Backoff): Promise<void> {
+    const { ctx } = this;
+    setDegraded(ctx, cause);
+    setPhase(ctx, "waiting");
+    ctx.log.warn({ cause, retryInS: backoff.nextMs / 1000 }, "degraded: retrying the round later; no rollout is rejected for it");
+    await backoff.wait(ctx.stopSignal);
+  }
+
+  /** Poison rollouts of a round that keeps failing while the probe trains; null when the trainer failed meanwhile. */
+  async #isolate(manifest: Manifest, dir: string, error: string, backoff: Backoff): Promise<Culprit[] | null> {
+    const { ctx } = this;
+    setPhase(ctx, "isolating");
+    ctx.log.warn({ round: manifest.round, rollouts: manifest.events.length }, "isolating the rollouts the round fails on");
+    let parts = 0;
+    try {
+      const culprits = await isolatePoison(manifest, dir, {
+        part: async (data, label) => {
+          this.#throwIfStopping();
+          const out = join(dir, `isolate.out-${process.pid}-${++parts}`);
+          try {
+            await this.deps.trainer.train(this.#job(manifest, dir, data, out), { label, logFile: join(dir, `isolate.${parts}.log`) });
+            return null;
+          } catch (err) {
+            return (err as Error).message;
+          } finally {
+            await rm(out, { recursive: true, force: true });
+          }
+        },
+        probe: () => this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? ""),
+      }, error);
+      ctx.log.warn({ round: manifest.round, parts, culprits: culprits.map((c) => c.id) }, "isolation done");
+      return culprits;
+    } catch (err) {
+      if (!(err instanceof TrainerFaultError)) throw err;
+      this.#throwIfStopping();
+      await this.#degradedWait(err.message, backoff);
+      return null;
+    }
+  }
+
+  /** The round without its poison rollouts: train.jsonl rebuilt from the rest (their advantages recomputed). */
+  async #withoutPoison(manifest: Manifest, dir: string, culprits: Culprit[]): Promise<Manifest> {
+    const { ctx } = this;
+    const bad = new Set(culprits.map((c) => c.seq));
+    const events = manifest.events.filter((e) => !bad.has(e.seq));
+    const items = await this.#rolloutsOf(manifest.round, events);
+    const text = trainJsonl(items, manifest.advantage);
+    await writeFileAtomic(join(dir, TRAIN_FILE), text);
+    for (const c of culprits) {
+      await Promise.all(Array.from({ length: c.rows }, (_, k) => rm(join(dir, "frames", frameFileName(c.seq, k)), { force: true })));
+    }
+    const next = updated(manifest, {
+      status: "assembled", events, poisoned: [...manifest.poisoned, ...culprits],
+      rows: events.reduce((n, e) => n + e.rows, 0), train_sha256: sha256(text),
+    });
+    await writeManifest(dir, next);
+    ctx.log.warn({ round: manifest.round, poisoned: culprits.map((c) => ({ id: c.id, error: c.error })), rows: next.rows }, "poison rollouts removed from the round");
+    await ctx.events.round({
+      type: "round.isolated", round: manifest.round, rows: next.rows, sha256: events.length > 0 ? next.train_sha256 : null,
+      poisoned: culprits.map((c) => ({ seq: c.seq, id: c.id, error: c.error })),
+    });
+    return next;
+  }
+
+  async #rolloutsOf(round: number, events: Manifest["events"]): Promise<RoundRollout[]> {
+    const missing = events.filter((e) => !this.#known.has(e.seq));
+    const read = missing.length > 0 ? await this.deps.rollouts(round, missing) : [];
+    for (const item of read) this.#known.set(item.seq, item);
+    return events.map((e) => this.#known.get(e.seq) as RoundRollout);
+  }
+
+  #throwIfStopping() {
+    if (this.ctx.stopping) throw new StopRequestedError("stopping: the round stays pending for the next start");
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // gate, commit, publish
+
+  #judge(trained: Trained): Verdict {
     if (trained.stats === null) {
-      return { outcome: "failed", reason: `training failed ${trained.manifest.attempts} time(s): ${trained.error?.split("\n")[0]}`, stats: null, outDir: null };
+      return { outcome: "empty", reason: `every rollout was rejected as poison (${trained.manifest.poisoned.length})`, stats: null, outDir: null };
     }
     const gate = checkGate(trained.stats, this.ctx.config.gate);
     return gate.ok
@@ -143,11 +294,12 @@ export class RoundRunner {
     return { path: target, sha256: await sha256File(join(target, "adapter_model.safetensors")) };
   }
 
-  async #rejectRollouts(manifest: Manifest, reason: string): Promise<void> {
+  /** Poison rejections are recorded before the commit (idempotent by message id), terminated after it. */
+  async #recordRejections(manifest: Manifest): Promise<void> {
     const { ctx } = this;
-    for (const e of manifest.events) {
-      await retrying(() => ctx.events.rejected({ seq: e.seq, id: e.id, reason: "round_failed", message: reason, round: manifest.round }), {
-        what: "round_failed rejection", log: ctx.log,
+    for (const p of manifest.poisoned) {
+      await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: "poison", message: p.error, round: manifest.round }), {
+        what: "poison rejection", log: ctx.log,
       });
     }
   }
@@ -155,15 +307,15 @@ export class RoundRunner {
   async #nextState(manifest: Manifest, verdict: Verdict, adapter: { path: string; sha256: string } | null): Promise<StateRecord> {
     const prev = this.ctx.state.record;
     const floor = await this.deps.ackFloor();
-    const lastSeq = Math.max(prev.lastSeq, ...manifest.events.map((e) => e.seq));
+    const seqs = [...manifest.events, ...manifest.poisoned].map((e) => e.seq);
     return {
       ...prev,
       round: manifest.round,
       outcome: verdict.outcome,
       adapter: adapter ? { round: manifest.round, path: adapter.path, sha256: adapter.sha256 } : prev.adapter,
-      recentAdapters: adapter ? withRecentAdapter(prev, manifest.round, adapter.sha256) : prev.recentAdapters,
-      lastSeq,
-      ackFloor: Math.max(prev.ackFloor, floor ?? 0),
+      recent_adapters: adapter ? withRecentAdapter(prev, manifest.round, adapter.sha256) : prev.recent_adapters,
+      last_seq: Math.max(prev.last_seq, ...seqs),
+      ack_floor: Math.max(prev.ack_floor, floor ?? 0),
       at: new Date().toISOString(),
     };
   }
@@ -176,26 +328,22 @@ export class RoundRunner {
       ...(verdict.reason ? { reason: verdict.reason } : {}), ...(verdict.stats ? { stats: verdict.stats } : {}),
     }));
     ctx.applied.add(round, manifest.events);
-    const seqs = manifest.events.map((e) => e.seq);
-    if (verdict.outcome === "failed") {
-      for (const seq of seqs) ctx.rejectedSeqs.add(seq);
-      ctx.held.term(seqs);
-      ctx.metrics.rejected.inc({ reason: "round_failed" }, seqs.length);
-      ctx.tally.rejected += seqs.length;
-    } else {
-      const confirmed = await ctx.held.ack(seqs);
-      ctx.log.debug({ round, confirmed, events: seqs.length }, "round acked");
-    }
+    const poisoned = manifest.poisoned.map((p) => p.seq);
+    for (const seq of poisoned) ctx.rejectedSeqs.add(seq);
+    ctx.held.term(poisoned, "poison");
+    if (poisoned.length > 0) ctx.metrics.rejected.inc({ reason: "poison" }, poisoned.length);
+    ctx.tally.rejected += poisoned.length;
+    const confirmed = await ctx.held.ack(manifest.events.map((e) => e.seq));
+    ctx.log.debug({ round, confirmed, events: manifest.events.length }, "round acked");
     ctx.metrics.rounds.inc({ outcome: verdict.outcome });
     ctx.metrics.committedRound.set(round);
     if (verdict.stats) ctx.metrics.setLastStats(verdict.stats);
-    ctx.tally.last = lastRoundStats(round, verdict.outcome, verdict.stats);
-    const gpu = verdict.stats?.["gpu_memory_bytes"];
+    ctx.tally.last = verdict.stats === null ? null : lastRoundStats(round, verdict.outcome, verdict.stats);
+    const gpu = verdict.stats?.gpu_memory_bytes;
     if (typeof gpu === "number") ctx.tally.gpuMemory = gpu;
     ctx.log.info({ round, outcome: verdict.outcome, reason: verdict.reason, revision }, "round committed");
     await ctx.events.round({ type: "round.committed", round, outcome: verdict.outcome, revision });
     if (verdict.outcome === "rejected") await ctx.events.round({ type: "round.rejected", round, reason: verdict.reason ?? "", ...(verdict.stats ? { stats: verdict.stats } : {}) });
-    if (verdict.outcome === "failed") await ctx.events.round({ type: "round.failed", round, reason: verdict.reason ?? "", attempts: manifest.attempts });
   }
 
   /** Idempotent: publishes round's adapter unless the adapters subject already announces it (or a later one). */
@@ -207,7 +355,7 @@ export class RoundRunner {
       afterPut: () => pausePoint("publishing", round, ctx.log),
     }), { what: `publish of round ${round}`, log: ctx.log, stopped: () => ctx.stopping }).catch((err: unknown) => {
       if (!ctx.stopping) throw err;
-      // committed and acked already: the next start publishes it (daemon.ts #resumeWork), so a stop is not a failure
+      // committed and acked already: the next start publishes it (daemon.ts), so a stop is not a failure
       ctx.log.warn({ err, round }, "publish interrupted by the stop; the next start publishes this round");
       return null;
     });
@@ -222,11 +370,6 @@ export class RoundRunner {
   }
 }
 
-function lastRoundStats(round: number, outcome: RoundOutcome, stats: PpoStats | null): LoopContext["tally"]["last"] {
-  const finite = (v: number | undefined) => (typeof v === "number" && Number.isFinite(v) ? v : null);
-  return {
-    round, outcome,
-    pg_loss: finite(stats?.pg_loss), kl: finite(stats?.kl), clip_frac: finite(stats?.clip_frac),
-    logp_gap: finite(stats?.logp_gap), logp_gap_abs: finite(stats?.logp_gap_abs),
-  };
+function lastRoundStats(round: number, outcome: RoundOutcome, stats: PpoStats): LoopContext["tally"]["last"] {
+  return { round, outcome, pg_loss: stats.pg_loss, kl: stats.kl, clip_frac: stats.clip_frac, logp_gap: stats.logp_gap, logp_gap_abs: stats.logp_gap_abs };
 }

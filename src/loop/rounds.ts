@@ -3,8 +3,8 @@
 // round.maxWaitS passed since its oldest rollout arrived with at least min(round.minRows, round.rows) rows.
 // When groups are sized, a round closed by rows or groups takes complete groups and ungrouped rollouts and leaves
 // incomplete groups for the next round (GRPO needs whole groups); a max-wait close takes everything.
-import type { Config } from "./config.js";
-import type { RoundTrigger } from "./schema.js";
+import type { Config } from "./config/index.js";
+import type { RoundTrigger } from "../contract/index.js";
 
 export interface BufferEntry {
   /** stream sequence in RLLOOP_ROLLOUTS */

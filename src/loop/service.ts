@@ -4,7 +4,7 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Svcm, type Service } from "@nats-io/services";
 import type { Logger } from "pino";
-import { SERVICE_NAME, subjects, type RoundSummary, type StatsEvent } from "./schema.js";
+import { SERVICE_NAME, subjects, type RoundSummary, type StatsEvent } from "../contract/index.js";
 
 export interface ServiceSource {
   snapshot(): StatsEvent;

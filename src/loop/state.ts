@@ -1,37 +1,11 @@
-// The committed loop state (DESIGN.md data flow step 7): one record per policy in KV bucket `rlloop`, moved from
-// round N-1 to N with a compare-and-set on its revision. The record is the single source of truth of which
-// rounds are committed; everything on disk beyond it is redone after a restart.
+// The committed loop state in KV (DESIGN.md data flow step 7; the record's schema is the contract's StateRecord):
+// one record per policy in bucket `rlloop`, moved from round N-1 to N with a compare-and-set on its revision.
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { z } from "zod";
+import { parseStateRecord, STATE_BUCKET, stateKey, StateRecord } from "../contract/index.js";
 import { StateConflictError } from "./errors.js";
-import { STATE_BUCKET, stateKey } from "./schema.js";
 
-const AdapterState = z.object({
-  /** round that produced it; 0 = the initial (SFT) adapter */
-  round: z.number().int().min(0),
-  path: z.string(),
-  sha256: z.string().nullable(),
-});
-
-export const StateRecord = z.object({
-  version: z.literal(1),
-  policy: z.string(),
-  /** last committed round (0 = none yet) */
-  round: z.number().int().min(0),
-  outcome: z.enum(["initial", "published", "rejected", "failed"]),
-  /** the adapter the next round continues and rollouts should be served by */
-  adapter: AdapterState,
-  reference: z.object({ path: z.string(), sha256: z.string().nullable() }),
-  /** highest stream sequence of the committed round's events */
-  lastSeq: z.number().int().min(0),
-  /** the consumer's ack floor seen at commit time: where a re-created consumer starts */
-  ackFloor: z.number().int().min(0),
-  /** sha256 of the adapters of the last rounds, to check a rollout's adapter.sha256 */
-  recentAdapters: z.array(z.object({ round: z.number().int(), sha256: z.string().nullable() })),
-  at: z.string(),
-});
-export type StateRecord = z.infer<typeof StateRecord>;
+export type { StateRecord } from "../contract/index.js";
 
 export interface VersionedState {
   record: StateRecord;
@@ -50,10 +24,10 @@ export class StateStore {
     return new StateStore(kv, policy);
   }
 
-  async read(): Promise<{ record: StateRecord; revision: number } | null> {
+  async read(): Promise<VersionedState | null> {
     const entry = await this.kv.get(stateKey(this.policy));
     if (!entry || entry.operation !== "PUT") return null;
-    return { record: StateRecord.parse(entry.json()), revision: entry.revision };
+    return { record: parseStateRecord(entry.json()), revision: entry.revision };
   }
 
   /** CAS from `revision` (0 = the key must not exist). Returns the new revision. */
@@ -76,6 +50,6 @@ export class StateStore {
   }
 }
 
-export function withRecentAdapter(record: StateRecord, round: number, sha256: string | null): StateRecord["recentAdapters"] {
-  return [...record.recentAdapters.filter((a) => a.round !== round), { round, sha256 }].slice(-RECENT_ADAPTERS);
+export function withRecentAdapter(record: StateRecord, round: number, sha256: string | null): StateRecord["recent_adapters"] {
+  return [...record.recent_adapters.filter((a) => a.round !== round), { round, sha256 }].slice(-RECENT_ADAPTERS);
 }

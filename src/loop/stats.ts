@@ -1,7 +1,7 @@
 // The periodic stats event on rlloop.<policy>.stats (DESIGN.md data flow step 9), built from the live context,
 // and the ticker that publishes it every observe.statsIntervalS and measures the intake rate between ticks.
+import type { StatsEvent } from "../contract/index.js";
 import type { LoopContext } from "./context.js";
-import type { StatsEvent } from "./schema.js";
 
 export interface SnapshotExtra {
   openRound: number;
@@ -16,17 +16,18 @@ export function statsEvent(ctx: LoopContext, extra: SnapshotExtra): StatsEvent {
     policy: ctx.policy,
     at: new Date().toISOString(),
     phase: ctx.phase,
+    health: ctx.health,
     round: ctx.state.record.round,
-    openRound: extra.openRound,
-    trainingRound: extra.trainingRound,
-    bufferedRows: ctx.buffer.rows,
-    bufferedRollouts: ctx.buffer.size,
-    rowsPerS: extra.rowsPerS,
-    pendingAcks: ctx.held.size,
+    open_round: extra.openRound,
+    training_round: extra.trainingRound,
+    buffered_rows: ctx.buffer.rows,
+    buffered_rollouts: ctx.buffer.size,
+    rows_per_s: extra.rowsPerS,
+    pending_acks: ctx.held.size,
     rejected: ctx.tally.rejected,
     last: ctx.tally.last,
-    gpuMemory: ctx.tally.gpuMemory,
-    uptimeS: extra.uptimeS,
+    gpu_memory_bytes: ctx.tally.gpuMemory,
+    uptime_s: extra.uptimeS,
   };
 }
 
@@ -43,8 +44,8 @@ export class StatsTicker {
       this.#measure();
       const event = snapshot();
       ctx.events.stats(event);
-      ctx.metrics.bufferedRows.set(event.bufferedRows);
-      ctx.metrics.pendingAcks.set(event.pendingAcks);
+      ctx.metrics.bufferedRows.set(event.buffered_rows);
+      ctx.metrics.pendingAcks.set(event.pending_acks);
       void onTick().catch(() => {});
     }, ctx.config.observe.statsIntervalS * 1000);
     this.#timer.unref();

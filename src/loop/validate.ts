@@ -1,65 +1,105 @@
-// Bytes of a rollouts message → a validated RolloutCompleted, or a RolloutRejectedError whose reason code says
-// what is wrong (zod issues are mapped to the specific codes the reject table promises). Frames are checked
-// later, by frames.ts, because that needs the filesystem and the object store.
+// Bytes of a rollouts message → a validated RolloutCompleted, or a RolloutRejectedError whose reason code says what
+// is wrong. Every check is bounded before the next one runs: size, then nesting depth (on the bytes), then JSON,
+// then the schema (string lengths included), then the config's bounds on values. Messages never render the input
+// recursively. Frames are checked later, by frames.ts, because that needs the filesystem and the object store.
 import type { z } from "zod";
+import { rolloutSchema, type RejectReason, type RolloutCompleted } from "../contract/index.js";
+import type { Config } from "./config/index.js";
 import { RolloutRejectedError } from "./errors.js";
-import { RolloutCompleted, type RejectReason } from "./schema.js";
+import { nestsDeeperThan } from "./json-depth.js";
 
 export interface ValidateContext {
   /** the policy of the subject the message arrived on */
   policy: string;
   codeLength: number;
   maxSteps: number;
+  limits: Config["limits"];
+}
+
+export function validateContext(config: Config): ValidateContext {
+  return { policy: config.policy.name, codeLength: config.policy.codeLength, maxSteps: config.policy.maxSteps, limits: config.limits };
 }
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
+const schemas = new WeakMap<Config["limits"], ReturnType<typeof rolloutSchema>>();
 
 export function parseRollout(data: Uint8Array, ctx: ValidateContext): RolloutCompleted {
+  const { limits } = ctx;
+  if (data.length > limits.maxPayloadBytes) {
+    throw new RolloutRejectedError("too_large", `payload has ${data.length} bytes, limits.maxPayloadBytes is ${limits.maxPayloadBytes}`);
+  }
+  if (nestsDeeperThan(data, limits.maxDepth)) {
+    throw new RolloutRejectedError("too_deep", `payload nests deeper than limits.maxDepth ${limits.maxDepth}`);
+  }
   const raw = parseJson(data);
-  const parsed = RolloutCompleted.safeParse(raw);
+  const parsed = schemaFor(limits).safeParse(raw);
   if (!parsed.success) throw rejectionFromIssues(parsed.error.issues, raw);
   const rollout = parsed.data;
-  if (rollout.policy !== ctx.policy) {
-    throw new RolloutRejectedError("unknown_policy", `'policy' is ${JSON.stringify(rollout.policy)} but the event came on the subject of policy ${JSON.stringify(ctx.policy)}`);
-  }
-  if (rollout.steps.length > ctx.maxSteps) {
-    throw new RolloutRejectedError("too_many_steps", `'steps' has ${rollout.steps.length} steps, policy.maxSteps is ${ctx.maxSteps}`);
-  }
-  rollout.steps.forEach((step, i) => {
-    if (step.code.length !== ctx.codeLength) {
-      throw new RolloutRejectedError("code_length", `'steps.${i}.code' has ${step.code.length} digits, policy.codeLength is ${ctx.codeLength}`);
-    }
-  });
+  checkValues(rollout, ctx);
   return rollout;
 }
 
-/** The id of a payload that may be invalid, for the rejection event (null when there is none). */
-export function idOf(data: Uint8Array): string | null {
+/** The id of a payload that may be invalid, for the rejection event (null when there is none or it is too long). */
+export function idOf(data: Uint8Array, maxDepth = 16): string | null {
+  if (nestsDeeperThan(data, maxDepth)) return null;
   try {
-    const value = JSON.parse(decoder.decode(data)) as unknown;
-    const id = (value as { id?: unknown } | null)?.id;
+    const id = (JSON.parse(decoder.decode(data)) as { id?: unknown } | null)?.id;
     return typeof id === "string" && id.length <= 256 ? id : null;
   } catch {
     return null;
   }
 }
 
+function schemaFor(limits: Config["limits"]) {
+  let schema = schemas.get(limits);
+  if (!schema) {
+    schema = rolloutSchema({ maxIdChars: limits.maxIdChars, maxNameChars: limits.maxNameChars, maxMemoryChars: limits.maxMemoryChars });
+    schemas.set(limits, schema);
+  }
+  return schema;
+}
+
+/** The checks that need the configuration: policy, step and code counts, meta size, value bounds. */
+function checkValues(rollout: RolloutCompleted, ctx: ValidateContext) {
+  const { limits } = ctx;
+  const reject = (reason: RejectReason, message: string) => {
+    throw new RolloutRejectedError(reason, message);
+  };
+  if (rollout.policy !== ctx.policy) reject("unknown_policy", `'policy' is ${quoted(rollout.policy)} but the event came on the subject of policy ${quoted(ctx.policy)}`);
+  if (rollout.steps.length > ctx.maxSteps) reject("too_many_steps", `'steps' has ${rollout.steps.length} steps, policy.maxSteps is ${ctx.maxSteps}`);
+  const metaBytes = Buffer.byteLength(JSON.stringify(rollout.meta));
+  if (metaBytes > limits.maxMetaBytes) reject("meta_too_large", `unknown fields (${Object.keys(rollout.meta).slice(0, 5).join(", ")}) take ${metaBytes} bytes, limits.maxMetaBytes is ${limits.maxMetaBytes}`);
+  const { min, max } = limits.reward;
+  const outside = (x: number) => x < min || x > max;
+  if (outside(rollout.reward)) reject("reward_out_of_range", `'reward' is ${rollout.reward}, limits.reward is [${min}, ${max}]`);
+  rollout.steps.forEach((step, i) => {
+    if (step.code.length !== ctx.codeLength) reject("code_length", `'steps.${i}.code' has ${step.code.length} digits, policy.codeLength is ${ctx.codeLength}`);
+    if (step.reward !== undefined && outside(step.reward)) reject("reward_out_of_range", `'steps.${i}.reward' is ${step.reward}, limits.reward is [${min}, ${max}]`);
+    if (step.vllm_logp < limits.minLogp) reject("logp_out_of_range", `'steps.${i}.vllm_logp' is ${step.vllm_logp}, limits.minLogp is ${limits.minLogp}`);
+  });
+}
+
 function parseJson(data: Uint8Array): unknown {
   try {
     return JSON.parse(decoder.decode(data));
   } catch (cause) {
-    throw new RolloutRejectedError("invalid_json", `payload is not valid UTF-8 JSON: ${(cause as Error).message}`, { cause });
+    throw new RolloutRejectedError("invalid_json", `payload is not valid UTF-8 JSON: ${(cause as Error).message.slice(0, 200)}`, { cause });
   }
 }
 
-/** Non-finite numbers get their own codes (1e999 parses to Infinity); anything else is invalid_schema. */
+/** Non-finite numbers and over-long strings get their own codes; anything else is invalid_schema. */
 function rejectionFromIssues(issues: z.core.$ZodIssue[], raw: unknown): RolloutRejectedError {
   for (const issue of issues) {
     const value = valueAt(raw, issue.path);
-    if (typeof value !== "number" || Number.isFinite(value)) continue;
-    const field = issue.path[issue.path.length - 1];
-    const reason: RejectReason | null = field === "reward" ? "non_finite_reward" : field === "vllm_logp" ? "non_finite_logp" : null;
-    if (reason) return new RolloutRejectedError(reason, `'${issue.path.join(".")}' must be a finite number, got ${value}`);
+    const path = issue.path.join(".");
+    if (typeof value === "number" && !Number.isFinite(value)) {
+      const field = issue.path[issue.path.length - 1];
+      const reason: RejectReason | null = field === "reward" ? "non_finite_reward" : field === "vllm_logp" ? "non_finite_logp" : null;
+      if (reason) return new RolloutRejectedError(reason, `'${path}' must be a finite number, got ${value}`);
+    }
+    if (issue.code === "too_big" && typeof value === "string") {
+      return new RolloutRejectedError("string_too_long", `'${path}' has ${value.length} characters, at most ${String(issue.maximum)} allowed`);
+    }
   }
   const issue = issues[0];
   if (!issue) return new RolloutRejectedError("invalid_schema", "payload does not match RolloutCompleted");
@@ -74,10 +114,16 @@ function valueAt(raw: unknown, path: PropertyKey[]): unknown {
   return cur;
 }
 
-/** A short rendering of an offending value (never the whole payload: frames are megabytes of base64). */
+/** A short rendering of an offending value: scalars as JSON, containers by their kind and size (never recursed). */
 function shown(value: unknown): string {
   if (value === undefined) return "nothing";
-  if (typeof value === "number") return String(value);
-  const text = JSON.stringify(value) ?? String(value);
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+  if (value === null || typeof value === "number" || typeof value === "boolean") return String(value);
+  if (typeof value === "string") return quoted(value);
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  return `an object with keys ${Object.keys(value).slice(0, 5).map(quoted).join(", ") || "none"}`;
+}
+
+function quoted(text: string): string {
+  const json = JSON.stringify(text.length > 80 ? `${text.slice(0, 77)}...` : text);
+  return json;
 }

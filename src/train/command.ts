@@ -1,16 +1,13 @@
-// `rlloop train sft|ppo`: the seed trainer's flags (bt_train.py) plus --model, --gpus and a few of rlloop's own.
-// The action validates everything it can before touching the native module (imported lazily, so --help and input
-// errors need no libtorch), runs one rank in this process or N rank processes (resident.ts), and prints input
+// `rlloop train sft|ppo`: the seed trainer's flags (bt_train.py) plus --model, --gpus and a few of rlloop's own —
+// a thin front end over the contract's TrainJob (src/contract/job.ts): the flags become one job, validated by its
+// schema. The action checks everything it can before touching the native module (imported lazily, so --help and
+// input errors need no libtorch), runs one rank in this process or N rank processes (resident.ts), and prints input
 // errors as one line with a non-zero exit.
-import { access, readdir } from "node:fs/promises";
-import { existsSync } from "node:fs";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { JOB_DEFAULTS, TrainJob, type Checkpointing, type DType, type JobKind, type ModelSpec } from "../contract/index.js";
 import { logger } from "../log.js";
-import type { Checkpointing, DType } from "../native.js";
 import { TrainInputError, isTrainInputError } from "./errors.js";
-import { checkImages } from "./image-check.js";
-import { readRows } from "./rows.js";
-import { JOB_DEFAULTS, type JobKind, type ModelSpec, type TrainJob } from "./job.js";
+import { checkJobFiles, checkRows, resolveModel } from "./job-inputs.js";
 
 export interface RawOptions {
   data: string;
@@ -42,7 +39,7 @@ export function registerTrainCommand(program: Command): void {
 }
 
 function trainSubcommand(kind: JobKind): Command {
-  return trainOptions(kind, true).action(async (raw: RawOptions) => {
+  return trainOptions(kind).action(async (raw: RawOptions) => {
     try {
       await trainAction(kind, raw);
     } catch (err) {
@@ -53,14 +50,10 @@ function trainSubcommand(kind: JobKind): Command {
   });
 }
 
-/**
- * The flags of `rlloop train <kind>`. Without `jobFlags` the flags that name one run's files (--data, --out, and
- * ppo's --adapter, --ref) are optional, so that the model part of a flag list can be read before any run.
- */
-function trainOptions(kind: JobKind, jobFlags: boolean): Command {
+/** The flags of `rlloop train <kind>`. */
+function trainOptions(kind: JobKind): Command {
   const d = JOB_DEFAULTS[kind];
-  const jobOption = (cmd: Command, flags: string, description: string) =>
-    jobFlags ? cmd.requiredOption(flags, description) : cmd.option(flags, description);
+  const jobOption = (cmd: Command, flags: string, description: string) => cmd.requiredOption(flags, description);
   const cmd = new Command(kind).description(
     kind === "sft"
       ? "supervised fine-tuning: cross-entropy on the code digits and <|im_end|>, new LoRA r 16 alpha 32"
@@ -95,24 +88,6 @@ function trainOptions(kind: JobKind, jobFlags: boolean): Command {
   return cmd;
 }
 
-/**
- * `rlloop train <kind>` flags (no `train <kind>` in front) → the options commander gives the action, for callers that
- * run training without the CLI (the daemon's resident trainer). A bad or missing flag is a TrainInputError with
- * commander's message. Without `jobFlags`, see trainOptions.
- */
-export function parseTrainFlags(kind: JobKind, flags: string[], jobFlags = true): RawOptions {
-  const cmd = trainOptions(kind, jobFlags)
-    .exitOverride()
-    .configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
-  try {
-    cmd.parse(flags, { from: "user" });
-  } catch (err) {
-    if (!(err instanceof CommanderError)) throw err;
-    throw new TrainInputError(err.message.replace(/^error: /, ""), { cause: err });
-  }
-  return cmd.opts<RawOptions>();
-}
-
 async function trainAction(kind: JobKind, raw: RawOptions): Promise<void> {
   const { job, model, ranks } = await resolveOptions(kind, raw);
   await checkRows(job);
@@ -134,44 +109,18 @@ async function trainAction(kind: JobKind, raw: RawOptions): Promise<void> {
 
 /** Flags → a TrainJob with the seed's defaults, the model spec and the rank count; input files checked here. */
 export async function resolveOptions(kind: JobKind, raw: RawOptions): Promise<{ job: TrainJob; model: ModelSpec; ranks: number }> {
-  const job = await resolveJob(kind, raw, null);
+  const job = jobFromFlags(kind, raw);
+  await checkJobFiles(job);
   return { job, ...(await resolveModel(raw)) };
 }
 
-/**
- * The model part of the flags (--model, --device, --dtype, --checkpointing, --gpus); the folder is checked here.
- * `env` is the rank processes' environment (the daemon's trainer.env over its own): its CUDA_VISIBLE_DEVICES is the
- * one that decides which GPUs they see.
- */
-export async function resolveModel(
-  raw: Pick<RawOptions, "model" | "device" | "dtype" | "checkpointing" | "gpus">,
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<{ model: ModelSpec; ranks: number }> {
-  await mustHave(raw.model, "--model", ["config.json", "tokenizer.json", "preprocessor_config.json"]);
-  const gpus = visibleGpus(env);
-  const device = raw.device ?? (gpus > 0 ? "cuda" : "cpu");
-  const ranks = raw.gpus ?? (device === "cpu" ? 1 : Math.max(1, gpus));
-  const model: ModelSpec = {
-    dir: raw.model,
-    device: device === "cpu" ? "cpu" : "cuda:0",
-    dtype: raw.dtype ?? (device === "cpu" ? "float32" : "bfloat16"),
-    checkpointing: raw.checkpointing,
-  };
-  return { model, ranks };
-}
-
-/** One run's part of the flags, with the seed's defaults; its input files are checked here. */
-export async function resolveJob(kind: JobKind, raw: RawOptions, imageBase: string | null): Promise<TrainJob> {
-  await mustExist(raw.data, "--data", "file");
-  if (raw.valid !== undefined) await mustExist(raw.valid, "--valid", "file");
-  if (raw.prompt !== undefined) await mustExist(raw.prompt, "--prompt", "file");
-  if (raw.adapter !== undefined) await mustHave(raw.adapter, "--adapter", ["adapter_config.json", "adapter_model.safetensors"]);
-  if (raw.ref !== undefined) await mustHave(raw.ref, "--ref", ["adapter_config.json", "adapter_model.safetensors"]);
+/** One run's part of the flags as the contract's job, with the seed's defaults. */
+export function jobFromFlags(kind: JobKind, raw: RawOptions): TrainJob {
   const d = JOB_DEFAULTS[kind];
-  return {
+  const parsed = TrainJob.safeParse({
     kind,
     data: raw.data,
-    imageBase,
+    image_base: null,
     valid: raw.valid ?? null,
     adapter: raw.adapter ?? null,
     ref: raw.ref ?? null,
@@ -180,50 +129,17 @@ export async function resolveJob(kind: JobKind, raw: RawOptions, imageBase: stri
     lr: raw.lr ?? d.lr,
     batch: raw.batch,
     accumulation: kind === "ppo" ? raw.accumulation : 1,
-    maxUpdates: raw.maxUpdates ?? null,
+    max_updates: raw.maxUpdates ?? null,
     seed: raw.seed,
     prompt: raw.prompt ?? null,
-    tisCap: raw.tisCap ?? null,
-    mismatchStats: raw.mismatchStats ?? false,
-  };
-}
-
-/** Rows and their frames are validated before any model is loaded (the recipes read them again). */
-export async function checkRows(job: TrainJob): Promise<void> {
-  const rows = await readRows(job.data, job.kind, "--data", job.imageBase);
-  await checkImages(rows, job.data);
-  if (job.valid !== null) await checkImages(await readRows(job.valid, "sft", "--valid", job.imageBase), job.valid);
-}
-
-/** GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else the /dev/nvidiaN device files. */
-export function visibleGpus(env: NodeJS.ProcessEnv = process.env): number {
-  const visible = env.CUDA_VISIBLE_DEVICES;
-  if (visible !== undefined) return visible.split(",").filter((s) => s.trim() !== "" && s.trim() !== "-1").length;
-  let count = 0;
-  while (existsSync(`/dev/nvidia${count}`)) count++;
-  return count;
-}
-
-async function mustExist(path: string, flag: string, what: "file" | "folder"): Promise<void> {
-  try {
-    await access(path);
-  } catch {
-    throw new TrainInputError(`${flag} ${path}: no such ${what}`);
+    tis_cap: raw.tisCap ?? null,
+    mismatch_stats: raw.mismatchStats ?? false,
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new TrainInputError(`${issue?.path.join(".") ?? "job"}: ${issue?.message ?? "invalid"}`);
   }
-}
-
-async function mustHave(dir: string, flag: string, files: string[]): Promise<void> {
-  await mustExist(dir, flag, "folder");
-  let present: string[];
-  try {
-    present = await readdir(dir);
-  } catch {
-    throw new TrainInputError(`${flag} ${dir}: not a folder`);
-  }
-  const missing = files.filter((f) => !present.includes(f));
-  const weights = flag !== "--model" || present.some((f) => f === "model.safetensors" || f === "model.safetensors.index.json");
-  if (missing.length > 0) throw new TrainInputError(`${flag} ${dir}: missing ${missing.join(", ")}`);
-  if (!weights) throw new TrainInputError(`${flag} ${dir}: missing model.safetensors (or model.safetensors.index.json)`);
+  return parsed.data;
 }
 
 function positiveInt(flag: string) {

@@ -8,7 +8,7 @@
 // statistics (logp_gap), so nothing downstream sees a difference. Off with truncated importance sampling
 // (--tis-cap): its weights need every row's old log-probs before the first forward.
 import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
-import type { TrainJob } from "./job.js";
+import type { TrainJob } from "../contract/index.js";
 import { sumOverRanks, type RankContext } from "./rank-context.js";
 
 export interface FirstUpdatePlan {
@@ -20,7 +20,7 @@ export interface FirstUpdatePlan {
 
 /** The first update's rows on every rank, or null when the shortcut does not apply (truncated IS). */
 export function planFirstUpdate(rows: number, job: TrainJob, world: number): FirstUpdatePlan | null {
-  if (job.tisCap !== null || rows === 0) return null;
+  if (job.tis_cap !== null || rows === 0) return null;
   const steps = Math.min(job.accumulation, batchesPerEpoch(rows, world, job.batch));
   const owner = new Map<number, number>();
   // Highest rank first, so that a row two ranks train (DistributedSampler's padding) ends up owned by the lowest.

@@ -4,7 +4,7 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 import { Optimizer, type Model, type ProcessGroup } from "../native.js";
-import { WEIGHT_DECAY } from "./job.js";
+import { WEIGHT_DECAY } from "./hyperparameters.js";
 import { importSeedOptimizer } from "./seed-optimizer.js";
 
 export const OPTIMIZER_FILE = "optimizer.safetensors";

@@ -16,8 +16,10 @@ import { join } from "node:path";
 import { deviceMemoryStats, type Model, type Optimizer } from "../native.js";
 import { batches, rankOrder, strided } from "./batching.js";
 import { loadCollator, type Collator } from "./collate.js";
-import { writeJsonAtomic } from "./files.js";
-import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP, type TrainJob } from "./job.js";
+import { encodeStats } from "../contract/index.js";
+import { writeFileAtomic } from "./files.js";
+import type { TrainJob } from "../contract/index.js";
+import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP } from "./hyperparameters.js";
 import { sameAdapter } from "./adapter-identity.js";
 import { CachedFrames } from "./cached-frames.js";
 import { FirstUpdateRun, planFirstUpdate, type FirstUpdatePlan, type RoundLogprobs } from "./first-update.js";
@@ -41,7 +43,7 @@ export interface PpoResult {
 }
 
 export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
-  const rows = await readRows(job.data, "ppo", "--data", job.imageBase);
+  const rows = await readRows(job.data, "ppo", "--data", job.image_base);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
@@ -59,10 +61,10 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, modelDir);
   const vllm = Float64Array.from(rows, (r) => r.vllm_logp);
   // (truncated IS turns the first-update shortcut off: these weights need every row's old log-probs now)
-  const weights = job.tisCap === null ? null : truncatedWeights(rowSums(fixed.old, fixed.n), vllm, job.tisCap);
+  const weights = job.tis_cap === null ? null : truncatedWeights(rowSums(fixed.old, fixed.n), vllm, job.tis_cap);
   const first = firstUpdate && new FirstUpdateRun(firstUpdate, ctx.rank, fixed, refIsPolicy);
   ctx.log.info(
-    { rows: rows.length, ranks: ctx.world, batch: job.batch, optimizerFrom, tisCap: job.tisCap, onPolicyRows: firstUpdate?.owner.size ?? 0 },
+    { rows: rows.length, ranks: ctx.world, batch: job.batch, optimizerFrom, tisCap: job.tis_cap, onPolicyRows: firstUpdate?.owner.size ?? 0 },
     "ppo start",
   );
 
@@ -263,7 +265,7 @@ function roundStats(
     rows,
     train_s: Math.round(seconds),
   };
-  if (job.mismatchStats || job.tisCap !== null) stats.mismatch = mismatchStats(oldSums, vllm, job.tisCap);
+  if (job.mismatch_stats || job.tis_cap !== null) stats.mismatch = mismatchStats(oldSums, vllm, job.tis_cap);
   return stats;
 }
 
@@ -271,7 +273,7 @@ function roundStats(
 async function saveRound(optimizer: Optimizer, out: string, stats: PpoStats, start: number): Promise<void> {
   await optimizer.saveWithAdapter(out, OPTIMIZER_FILE);
   stats.train_s = Math.round(secondsSince(start));
-  await writeJsonAtomic(join(out, "stats.json"), stats);
+  await writeFileAtomic(join(out, "stats.json"), encodeStats(stats));
 }
 
 function rowSums(values: Float32Array, n: number): Float64Array {

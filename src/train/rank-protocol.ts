@@ -1,7 +1,7 @@
 // Messages between the launcher (resident.ts) and a rank process (rank-process.ts), over execa's IPC channel
 // (JSON serialisation). A rank answers `ready` once its model is loaded and its process group is up, then one
 // `result` per `job`, in order; `stop` ends it.
-import type { ModelSpec, TrainJob } from "./job.js";
+import type { ModelSpec, TrainJob } from "../contract/index.js";
 import type { TrainResult } from "./run-job.js";
 
 /** What a rank process is started with (environment variable RLLOOP_RANK_SPEC, JSON). */

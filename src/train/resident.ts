@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execa, type ResultPromise } from "execa";
 import type { Logger } from "pino";
-import type { ModelSpec, TrainJob } from "./job.js";
+import type { ModelSpec, TrainJob } from "../contract/index.js";
 import { RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
 import type { TrainResult } from "./run-job.js";
 
@@ -21,9 +21,11 @@ export interface ResidentOptions {
   masterPort?: number; // default: a free port
   env?: Record<string, string>; // extra environment of the rank processes (e.g. CUDA_VISIBLE_DEVICES)
   log: Logger; // its level is the ranks' log level
+  startTimeoutMs?: number; // every rank must be ready within this; default: no limit
 }
 
-type RankProcess = ResultPromise<{ ipc: true; serialization: "json"; stdout: "inherit"; stderr: "inherit" }>;
+// "advanced" serialisation (structured clone) keeps NaN and ±Infinity in a rank's statistics; JSON would make them null
+type RankProcess = ResultPromise<{ ipc: true; serialization: "advanced"; stdout: "inherit"; stderr: "inherit" }>;
 
 /** An error a rank reported or its exit; `rank` says which. */
 export class RankError extends Error {
@@ -53,21 +55,27 @@ export class ResidentTrainer {
   }
 
   /** Starts the ranks and waits until each has loaded the model and joined the group; the first failure ends all. */
-  static async start({ model, ranks, masterAddr = "127.0.0.1", masterPort, env = {}, log }: ResidentOptions): Promise<ResidentTrainer> {
+  static async start({ model, ranks, masterAddr = "127.0.0.1", masterPort, env = {}, log, startTimeoutMs }: ResidentOptions): Promise<ResidentTrainer> {
     const port = masterPort ?? (await freePort());
     const processes = Array.from({ length: ranks }, (_, rank) =>
       startRank({ model: rankModel(model, rank), rank, world: ranks, masterAddr, masterPort: port }, { ...env, RLLOOP_LOG_LEVEL: log.level }),
     );
     const trainer = new ResidentTrainer(processes, log);
+    const timer = startTimeoutMs === undefined ? null : setTimeout(() => {
+      trainer.kill(new Error(`the ranks did not start within ${startTimeoutMs / 1000} s (trainer.startTimeoutS)`));
+    }, startTimeoutMs);
     try {
       await trainer.allAnswer((rank, answer) => {
         if (answer.type === "failed") throw new RankError(rank, `rank ${rank} failed to start: ${answer.error.message}`, answer.error.name);
         if (answer.type !== "ready") throw new RankError(rank, `rank ${rank} answered ${answer.type} before ready`);
       });
     } catch (err) {
+      const why = trainer.dead; // the start timeout's reason, when it fired
       trainer.kill();
       await trainer.closed;
-      throw err;
+      throw why ?? err;
+    } finally {
+      if (timer !== null) clearTimeout(timer);
     }
     log.info({ ranks, device: model.device }, "resident trainer ready");
     return trainer;
@@ -198,7 +206,7 @@ function startRank(spec: RankSpec, env: Record<string, string>): RankProcess {
   const args = fromSource ? ["--import", "tsx", entry] : [entry];
   return execa(process.execPath, args, {
     ipc: true,
-    serialization: "json",
+    serialization: "advanced",
     stdout: "inherit",
     stderr: "inherit",
     forceKillAfterDelay: 5000,

@@ -1,7 +1,7 @@
 // One job on a loaded model: the recipe for its kind, then the job's adapters and cached vision features are
 // dropped so a resident rank can take the next job on the same base model.
 import { deviceMemoryStats, resetPeakMemoryStats, type Model } from "../native.js";
-import type { ModelSpec, TrainJob } from "./job.js";
+import type { ModelSpec, TrainJob } from "../contract/index.js";
 import { POLICY, REFERENCE, runPpo, type PpoResult } from "./ppo.js";
 import type { RankContext } from "./rank-context.js";
 import { runSft, type SftResult } from "./sft.js";

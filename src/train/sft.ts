@@ -9,7 +9,8 @@ import { validationAccuracy } from "./accuracy.js";
 import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
 import { CachedFrames } from "./cached-frames.js";
 import { loadCollator } from "./collate.js";
-import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM, type TrainJob } from "./job.js";
+import type { TrainJob } from "../contract/index.js";
+import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM } from "./hyperparameters.js";
 import { preparedBatches } from "./loader.js";
 import { createOptimizer } from "./optimizer-state.js";
 import { Progress } from "./progress.js";
@@ -31,12 +32,12 @@ export interface SftResult {
 }
 
 export async function runSft(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<SftResult> {
-  const rows = await readRows(job.data, "sft", "--data", job.imageBase);
-  const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid", job.imageBase);
+  const rows = await readRows(job.data, "sft", "--data", job.image_base);
+  const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid", job.image_base);
   const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
   await setUpAdapter(model, job);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
-  const total = Math.min(job.maxUpdates ?? Infinity, batchesPerEpoch(rows.length, ctx.world, job.batch) * job.epochs);
+  const total = Math.min(job.max_updates ?? Infinity, batchesPerEpoch(rows.length, ctx.world, job.batch) * job.epochs);
   ctx.log.info({ rows: rows.length, valid: valid?.length ?? 0, ranks: ctx.world, batch: job.batch, updates: total }, "sft start");
   const check = async (label: string) => {
     if (valid === null) return null;

@@ -1,27 +1,8 @@
-// Typed statistics of the recipes and the files they are written to (stats.json, valid.json). Values are rounded
-// to 4 decimals as the seed writes them.
+// Typed statistics of the recipes (stats.json's record is the contract's PpoStats; valid.json's is Accuracy) and
+// their arithmetic. Values are rounded to 4 decimals as the seed writes them.
+import type { MismatchStats } from "../contract/index.js";
 
-/** stats.json of a PPO round; the first seven fields are the seed's. */
-export interface PpoStats {
-  pg_loss: number; // mean over the last epoch's forwards of the batch mean of −min(ratio·A, clip(ratio)·A)
-  kl: number; // same mean of Σ_code k3(ref, lp)
-  clip_frac: number; // same mean of the fraction of rows with |ratio − 1| > clip
-  logp_gap: number; // mean over rows of Σ old − vllm_logp (trainer vs sampler log-prob of the code)
-  logp_gap_abs: number; // mean of |Σ old − vllm_logp|
-  rows: number;
-  train_s: number; // seconds from the first PPO forward to the adapter and optimizer state written (the seed's span)
-  gpu_memory_bytes?: number; // rank 0's peak allocated GPU memory over the job (accelerators only; not the seed's)
-  mismatch?: MismatchStats; // only with --mismatch-stats or --tis-cap
-}
-
-/** Sampler/trainer mismatch on the sampled codes (sequence level; d = Σ old − vllm_logp per row). */
-export interface MismatchStats {
-  k1: number; // mean(−d): estimate of KL(sampler ‖ trainer)
-  k3: number; // mean(exp(d) − d − 1): its low-variance k3 estimate
-  ess: number; // (Σw)² / (n Σw²) of w = exp(d): effective sample size fraction, 1 when the two agree
-  tis_cap: number | null; // the truncation cap in use, null when truncated IS is off
-  tis_clipped: number; // fraction of rows whose weight exp(d) exceeded the cap (0 when off)
-}
+export type { MismatchStats, PpoStats } from "../contract/index.js";
 
 /** valid.json / the accuracy log lines: teacher-forced argmax accuracy of the code digits. */
 export interface Accuracy {

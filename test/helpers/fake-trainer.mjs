@@ -1,11 +1,16 @@
 #!/usr/bin/env node
-// TEST DOUBLE for the not-yet-wired `rlloop train ppo` (src/train/): same flags (--data --adapter --ref --out
-// --seed), same outputs (a PEFT-layout adapter dir: adapter_config.json + adapter_model.safetensors with a few
+// TEST DOUBLE of a custom trainer.command for the daemon suites (the real trainer is tested on its own, and in
+// loop-real-trainer.test.ts): the seed's flags (--data --adapter --ref --out --epochs --lr --batch --accumulation
+// --seed), the seed's outputs (a PEFT-layout adapter dir: adapter_config.json + adapter_model.safetensors with a few
 // small float32 LoRA tensors, optimizer.safetensors, stats.json with the seed's fields). It does no learning:
 // the new tensors are the parent's plus a deterministic step from the rows' mean advantage. It checks what the
-// daemon promises the trainer: cwd is the round folder, every row's image is a readable PNG relative to it.
-// Test knobs (env): FAKE_TRAINER_FAIL_ROUNDS / FAKE_TRAINER_NAN_ROUNDS = comma-separated round folder names
-// ("000002") to fail / to report NaN statistics for. `fake-trainer.mjs init DIR` writes an initial adapter.
+// daemon promises the trainer: cwd is the job's folder, every row's image is a readable PNG relative to it.
+// Test knobs (env):
+//   FAKE_TRAINER_FAIL_ROUNDS / FAKE_TRAINER_NAN_ROUNDS: comma-separated round folder names ("000002") to fail / to
+//     report NaN statistics for (a failing round whose probe trains: the daemon isolates its rows);
+//   FAKE_TRAINER_FAIL_WHILE: a file; every job (the probe too) fails while it exists (a broken trainer or host);
+//   FAKE_TRAINER_POISON: a step name; a job whose rows hold it crashes (a rollout that breaks training).
+// `fake-trainer.mjs init DIR` writes an initial adapter.
 import { mkdirSync, readFileSync, writeFileSync, renameSync, existsSync } from "node:fs";
 import { basename, join } from "node:path";
 
@@ -69,8 +74,14 @@ for (const flag of ["data", "adapter", "ref", "out"]) if (!a[flag]) { console.er
 const round = basename(process.cwd());
 const listed = (name) => (process.env[name] ?? "").split(",").includes(round);
 if (listed("FAKE_TRAINER_FAIL_ROUNDS")) { console.error(`fake-trainer: failing round ${round} as told`); process.exit(3); }
+if (process.env.FAKE_TRAINER_FAIL_WHILE && existsSync(process.env.FAKE_TRAINER_FAIL_WHILE)) {
+  console.error(`fake-trainer: broken while ${process.env.FAKE_TRAINER_FAIL_WHILE} exists`);
+  process.exit(5);
+}
 
-const rows = readFileSync(a.data, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+const rows = readFileSync(a.data, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
+const poison = process.env.FAKE_TRAINER_POISON;
+if (poison && rows.some((r) => r.name === poison)) { console.error(`fake-trainer: row named ${poison} breaks training`); process.exit(6); }
 for (const row of rows) {
   const png = readFileSync(row.image); // relative to cwd = the round folder
   if (png.readUInt32BE(0) !== 0x89504e47) { console.error(`fake-trainer: ${row.image} is not a PNG`); process.exit(4); }

@@ -10,9 +10,9 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { NatsConnection } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import sharp from "sharp";
-import { parseConfig, type ConfigInput } from "../../src/loop/config.js";
+import { parseConfig, type ConfigInput } from "../../src/loop/config/index.js";
 import { ensureStreams } from "../../src/loop/connection.js";
-import { EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/loop/schema.js";
+import { decodeWithNonFinite, EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/contract/index.js";
 import { startNatsServer, type NatsServer } from "./nats.js";
 
 export const REPO = resolve(import.meta.dirname, "..", "..");
@@ -63,7 +63,7 @@ export async function startLoopEnv(): Promise<LoopEnv> {
       round: { rows: 8, maxWaitS: null, minRows: 1 },
       offPolicy: { maxStaleness: 1 },
       adapter: { initial: initialAdapter },
-      trainer: { command: [process.execPath, FAKE_TRAINER], maxAttempts: 3 },
+      trainer: { command: [process.execPath, FAKE_TRAINER], retryMinS: 0.2, retryMaxS: 1 },
       observe: { statsIntervalS: 1, metricsPort: 0 },
       log: { level: "warn" },
     };
@@ -131,14 +131,25 @@ export async function publishRollouts(js: JetStreamClient, rollouts: RolloutComp
   return seqs;
 }
 
-/** Every message of RLLOOP_EVENTS on `subject`, parsed, in stream order. */
+/** NATS subject matching: `*` one token, `>` the rest. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split(".");
+  const s = subject.split(".");
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === ">") return s.length > i;
+    if (p[i] !== "*" && p[i] !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+/** Every message of RLLOOP_EVENTS on `subject` (wildcards allowed), parsed (the codec: NaN stays NaN), in stream order. */
 export async function eventsOn<T = Record<string, unknown>>(jsm: JetStreamManager, subject: string): Promise<T[]> {
   const info = await jsm.streams.info(EVENT_STREAM).catch(() => null);
   if (!info) return [];
   const out: T[] = [];
   for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
     const msg = await jsm.streams.getMessage(EVENT_STREAM, { seq }).catch(() => null);
-    if (msg && msg.subject === subject) out.push(msg.json<T>());
+    if (msg && subjectMatches(subject, msg.subject)) out.push(decodeWithNonFinite(msg.string()) as T);
   }
   return out;
 }
@@ -200,7 +211,8 @@ export function spawnDaemon(configFile: string, env: Record<string, string> = {}
 export interface Accounting {
   rounds: Map<string, number[]>;
   rejections: Map<string, string[]>;
-  failedRounds: number[];
+  /** committed rounds whose every rollout was poison */
+  emptyRounds: number[];
 }
 
 export async function accounting(env: LoopEnv): Promise<Accounting> {
@@ -208,14 +220,11 @@ export async function accounting(env: LoopEnv): Promise<Accounting> {
   const { roundDir } = await import("../../src/loop/paths.js");
   const { roundNumbers } = await import("../../src/loop/recovery.js");
   const rounds = new Map<string, number[]>();
-  const failedRounds: number[] = [];
+  const emptyRounds: number[] = [];
   for (const round of await roundNumbers(env.workDir, POLICY)) {
     const manifest = await readManifest(roundDir(env.workDir, POLICY, round));
     if (!manifest || manifest.status !== "committed") continue;
-    if (manifest.outcome === "failed") {
-      failedRounds.push(round);
-      continue;
-    }
+    if (manifest.outcome === "empty") emptyRounds.push(round);
     for (const e of manifest.events) rounds.set(e.id, [...(rounds.get(e.id) ?? []), round]);
   }
   const rejections = new Map<string, string[]>();
@@ -223,7 +232,7 @@ export async function accounting(env: LoopEnv): Promise<Accounting> {
     const key = r.id ?? `seq:${r.seq}`;
     rejections.set(key, [...(rejections.get(key) ?? []), r.reason]);
   }
-  return { rounds, rejections, failedRounds };
+  return { rounds, rejections, emptyRounds };
 }
 
 /** The invariant of DESIGN.md's reliability rules: each id in exactly one committed round or one rejection. */

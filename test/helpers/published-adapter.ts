@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm } from "@nats-io/obj";
 import { expect } from "vitest";
-import type { AdapterPublished } from "../../src/loop/schema.js";
+import type { AdapterPublished } from "../../src/contract/index.js";
 
 /** Writes the event's files from its bucket into `dir` (a PEFT adapter folder) and returns `dir`. */
 export async function fetchPublishedAdapter(nc: NatsConnection, event: AdapterPublished, dir: string): Promise<string> {

@@ -1,6 +1,6 @@
 // How the operator commands reach NATS: --nats URL, else config nats.url (RLLOOP_NATS_URL), else the daemon's own
 // nats-server for this workDir when one is running. Credentials and TLS come from the config, as for the daemon.
-import type { Config } from "../config.js";
+import type { Config } from "../config/index.js";
 import { connectNats, type Nats } from "../connection.js";
 import { ConfigError } from "../errors.js";
 import { runningOwnServerUrl } from "../nats-server.js";

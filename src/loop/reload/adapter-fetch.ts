@@ -7,7 +7,7 @@ import { mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
 import { sha256File } from "../../files.js";
-import type { AdapterPublished } from "../schema.js";
+import type { AdapterPublished } from "../../contract/index.js";
 
 /** The adapter cannot be used as announced (a missing object, a hash that differs, an unsafe file name). */
 export class AdapterFetchError extends Error {

@@ -1,7 +1,7 @@
-// The reloader (DESIGN.md step 8): follows rlloop.<policy>.adapters and brings every vLLM replica to each newly
-// published adapter. Per announcement: fetch the adapter from object store rlloop-adapters to local disk once,
-// verify sha256, then sync every replica and publish one event per replica on rlloop.<policy>.reloads:
-// {type "adapter.loaded", replica, name} or {type "adapter.load_failed", replica, name, reason}.
+// The reloader (DESIGN.md step 8): follows rlloop.<policy>.adapter.published and brings every vLLM replica to each
+// newly published adapter. Per announcement: fetch the adapter from object store rlloop-adapters to local disk once,
+// verify sha256, then sync every replica and publish one event per replica on rlloop.<policy>.replica.<kind>:
+// {type "replica.loaded", replica, name} or {type "replica.load_failed", replica, name, reason}.
 //
 // Each replica has its own lane: announcements run in order on it, independently of the other replicas, so one
 // that is down (retrying with backoff) lags alone instead of delaying the next adapter everywhere; when it gets to
@@ -18,7 +18,7 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm } from "@nats-io/obj";
 import pRetry from "p-retry";
 import type { Logger } from "pino";
-import { ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, subjects, type ReloadEvent } from "../schema.js";
+import { ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, eventSubject, subjects, type ReplicaEvent } from "../../contract/index.js";
 import { fetchAdapter, isAdapterFetchError, localAdapterDir } from "./adapter-fetch.js";
 import { syncReplica, type RetryPolicy, type SyncResult } from "./replica-sync.js";
 import { VllmClient } from "./vllm-client.js";
@@ -68,10 +68,9 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   const aborter = new AbortController();
   const clients = opts.replicas.map((url) => new VllmClient(url, { timeoutMs: opts.requestTimeoutMs, apiKey: opts.apiKey }));
 
-  // The daemon creates the event stream; until it has, wait for it rather than fail. One filter subject as a
-  // string: a list needs nats-server 2.10.
+  // The daemon creates the event stream; until it has, wait for it rather than fail.
   const consumer = await pRetry(
-    () => js.consumers.get(EVENT_STREAM, { filter_subjects: subj.adapters, deliver_policy: DeliverPolicy.LastPerSubject }),
+    () => js.consumers.get(EVENT_STREAM, { filter_subjects: [subj.adapterPublished], deliver_policy: DeliverPolicy.LastPerSubject }),
     {
       retries: Number.POSITIVE_INFINITY, minTimeout: 500, maxTimeout: 15_000, signal: aborter.signal,
       shouldRetry: ({ error }) => error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound,
@@ -145,7 +144,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
     }
     // housekeeping first, so an event means the announcement is completely handled on this replica
     if (opts.pruneLocal && r.ok && lanes.every((l) => l.loaded >= a.round)) await pruneLocalDirs(opts, a.round, alog);
-    await publishEvent(js, subj.reloads, toEvent(a, r), log);
+    await publishEvent(js, toEvent(a, r), log);
     lane.done = a.round;
     const passed = Math.min(...lanes.map((l) => l.done));
     for (const round of fetches.keys()) if (round <= passed) fetches.delete(round);
@@ -193,7 +192,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
     const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal);
     if (r.ok) alog.info({ replica: r.replica }, "adapter loaded again");
     else alog.error({ replica: r.replica, reason: r.reason }, "adapter could not be loaded again");
-    await publishEvent(js, subj.reloads, toEvent(a, r), log);
+    await publishEvent(js, toEvent(a, r), log);
   }
 
   const checkTimer = opts.checkIntervalMs == null ? null : setInterval(() => {
@@ -235,17 +234,17 @@ interface Lane {
 /** An announcement's adapter on local disk, or why it could not be fetched. */
 type Fetched = { path: string } | { reason: string };
 
-function toEvent(a: AdapterPublished, r: SyncResult): ReloadEvent {
+function toEvent(a: AdapterPublished, r: SyncResult): ReplicaEvent {
   const at = new Date().toISOString();
   return r.ok
-    ? { type: "adapter.loaded", policy: a.policy, replica: r.replica, name: r.name, at }
-    : { type: "adapter.load_failed", policy: a.policy, replica: r.replica, name: r.name, reason: r.reason, at };
+    ? { type: "replica.loaded", policy: a.policy, replica: r.replica, name: r.name, at }
+    : { type: "replica.load_failed", policy: a.policy, replica: r.replica, name: r.name, reason: r.reason, at };
 }
 
 /** Events are observations, not commands: losing one to a NATS hiccup is logged, never fatal. */
-async function publishEvent(js: JetStreamClient, subject: string, event: ReloadEvent, log: Logger): Promise<void> {
+async function publishEvent(js: JetStreamClient, event: ReplicaEvent, log: Logger): Promise<void> {
   try {
-    await js.publish(subject, JSON.stringify(event));
+    await js.publish(eventSubject(event.policy, event.type), JSON.stringify(event));
   } catch (err) {
     log.warn({ err: (err as Error).message, event }, `could not publish ${event.type}`);
   }

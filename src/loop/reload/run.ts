@@ -1,7 +1,7 @@
 // The body of `rlloop reload`: configuration → reloader options, connect, run until a signal, stop cleanly.
 import { join } from "node:path";
 import { logger } from "../../log.js";
-import { loadConfig } from "../config.js";
+import { loadConfig } from "../config/index.js";
 import type { ReloadFlags } from "../commands/reload.js";
 import { connectForCommand } from "../commands/connect.js";
 import { startReloader } from "./reloader.js";

@@ -3,7 +3,7 @@
 // should record on rlloop.<policy>.rejected. Payloads are raw bytes because several cases are not valid JSON, or
 // use JSON that parses to a value no publisher could produce through JSON.stringify (1e999 parses to Infinity).
 import sharp from "sharp";
-import type { RejectReason, RolloutCompletedInput } from "../schema.js";
+import type { RejectReason, RolloutCompletedInput } from "../../contract/index.js";
 
 export interface BadEvent {
   /** stable label, also part of the event id */

@@ -3,7 +3,7 @@
 // the stream's duplicate window publishes nothing new: the PubAck says `duplicate` and it is counted as such.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { subjects, type RejectReason } from "../schema.js";
+import { subjects, type RejectReason } from "../../contract/index.js";
 import { badEvents, type BadEventContext } from "./bad-events.js";
 import { frameStore } from "./frame-store.js";
 import { buildRollout, type FrameSink, type RolloutOptions } from "./rollout.js";

@@ -6,7 +6,7 @@
 // dimension, independently; q rises with the adapter's round so later adapters look better trained. vllm_logp is
 // the exact log-probability of the sampled code under that sampler (sum of per-digit log-probs), so it is finite
 // and <= 0 by construction.
-import type { RolloutCompletedInput } from "../schema.js";
+import type { RolloutCompletedInput } from "../../contract/index.js";
 import { renderFrame, type FrameSize } from "./frame.js";
 import { integer, normal, uniform } from "./random.js";
 import { scenario, sceneAt, targetCode } from "./scenario.js";

@@ -1,10 +1,10 @@
 // The body of `rlloop simulate`: configuration → options, connect, make sure the streams exist (the simulator may
 // run before the daemon ever has), publish, report. Output is JSON lines: one per event, then a summary.
-import { loadConfig } from "../config.js";
+import { loadConfig } from "../config/index.js";
 import { ensureStreams } from "../connection.js";
 import type { SimulateFlags } from "../commands/simulate.js";
 import { connectForCommand } from "../commands/connect.js";
-import { adapterName } from "../schema.js";
+import { adapterName } from "../../contract/index.js";
 import { publishBadEvents, publishRollouts, type SimulateOptions } from "./publisher.js";
 
 export async function runSimulate(flags: SimulateFlags, print: (line: string) => void): Promise<void> {

@@ -1,6 +1,6 @@
 // The body of `rlloop watch`: the thin terminal loop around the pure renderer. Alternate screen, clear + redraw on
 // every change (at most every 100 ms) and every --refresh ms; SIGINT/SIGTERM restore the terminal and return.
-import { loadConfig } from "../config.js";
+import { loadConfig } from "../config/index.js";
 import type { WatchFlags } from "../commands/watch.js";
 import { connectForCommand } from "../commands/connect.js";
 import { renderWatch } from "./watch-view.js";

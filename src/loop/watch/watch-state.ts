@@ -1,10 +1,10 @@
 // What `rlloop watch` knows about a running loop, and how each message changes it. Pure reducers: every function
 // returns a new state and never reads a clock (receipt times are passed in), so the view is testable from tables.
-import type { PpoStats, ReloadEvent, RoundEvent, RoundSummary, StatsEvent } from "../schema.js";
+import type { PpoStats, ReplicaEvent, RoundEvent, RoundSummary, StatsEvent } from "../../contract/index.js";
 
 export interface RoundRow {
   round: number;
-  /** lifecycle step or outcome: closed, assembled, training, trained, rejected, failed, committed, published */
+  /** lifecycle step or outcome: closed, assembled, training, failed #n, isolated, trained, rejected, empty, published */
   status: string;
   rows: number | null;
   pg_loss: number | null;
@@ -13,7 +13,7 @@ export interface RoundRow {
   logp_gap: number | null;
   /** training throughput: stats.rows / stats.train_s */
   rowsPerS: number | null;
-  /** why a round was rejected or failed */
+  /** why a round was rejected, or why its last attempt failed */
   reason: string | null;
 }
 
@@ -80,8 +80,10 @@ export function withRoundEvent(state: WatchState, event: RoundEvent): WatchState
         return { ...row, status: "trained", ...fromStats(event.stats) };
       case "round.rejected":
         return { ...row, status: "rejected", reason: event.reason, ...(event.stats ? fromStats(event.stats) : {}) };
-      case "round.failed":
-        return { ...row, status: "failed", reason: event.reason };
+      case "round.attempt_failed":
+        return { ...row, status: `failed #${event.attempt}`, reason: `${event.fault}: ${event.error}` };
+      case "round.isolated":
+        return { ...row, status: "isolated", rows: event.rows, reason: `${event.poisoned.length} poison rollout(s) rejected` };
       case "round.committed":
         // the outcome is what an operator cares about; "committed" alone would hide a rejection
         return { ...row, status: event.outcome };
@@ -91,12 +93,12 @@ export function withRoundEvent(state: WatchState, event: RoundEvent): WatchState
   });
 }
 
-export function withReload(state: WatchState, event: ReloadEvent): WatchState {
+export function withReplica(state: WatchState, event: ReplicaEvent): WatchState {
   const row: ReplicaRow = {
     replica: event.replica,
     name: event.name,
-    loaded: event.type === "adapter.loaded",
-    reason: event.type === "adapter.load_failed" ? event.reason : null,
+    loaded: event.type === "replica.loaded",
+    reason: event.type === "replica.load_failed" ? event.reason : null,
     at: event.at,
   };
   const others = state.replicas.filter((r) => r.replica !== event.replica);

@@ -1,7 +1,7 @@
 // Renders a WatchState as the text of one terminal frame. A pure function of (state, clock, width): no I/O and no
 // ANSI codes, so tests compare strings and `--once` output is script-friendly. The terminal loop (clear + redraw)
 // lives in the watch command.
-import { Phase } from "../schema.js";
+import { Phase } from "../../contract/index.js";
 import type { ReplicaRow, RoundRow, WatchState } from "./watch-state.js";
 
 export interface ViewOptions {
@@ -29,16 +29,17 @@ function statusLines(state: WatchState, view: ViewOptions): string[] {
   if (!s || state.statsReceivedMs === null) return [`waiting for stats on rlloop.${state.policy}.stats ...`];
   const ageS = Math.max(0, Math.round((view.nowMs - state.statsReceivedMs) / 1000));
   const stale = ageS > 3 * view.statsIntervalS ? " (stale: is the daemon running?)" : "";
-  const rounds = [`${s.round} committed`, `${s.openRound} open`, ...(s.trainingRound !== null ? [`${s.trainingRound} training`] : [])];
+  const rounds = [`${s.round} committed`, `${s.open_round} open`, ...(s.training_round !== null ? [`${s.training_round} training`] : [])];
   const last = s.last
     ? `r${s.last.round} ${s.last.outcome} · pg_loss ${num(s.last.pg_loss)} · kl ${num(s.last.kl)} · clip_frac ${num(s.last.clip_frac)} · logp_gap ${num(s.last.logp_gap)}`
     : "no round yet";
   return [
     `phase     ${s.phase} — ${Phase[s.phase]}`,
+    ...(s.health.status === "degraded" ? [`health    DEGRADED since ${clock(s.health.since ?? "")} — ${s.health.cause ?? "?"}`] : []),
     `round     ${rounds.join(" · ")}`,
-    `buffered  ${s.bufferedRows} rows in ${s.bufferedRollouts} rollouts · intake ${s.rowsPerS.toFixed(1)} rows/s · pending acks ${s.pendingAcks} · rejected ${s.rejected}`,
+    `buffered  ${s.buffered_rows} rows in ${s.buffered_rollouts} rollouts · intake ${s.rows_per_s.toFixed(1)} rows/s · pending acks ${s.pending_acks} · rejected ${s.rejected}`,
     `last      ${last}`,
-    `gpu       ${s.gpuMemory === null ? "–" : `${(s.gpuMemory / 2 ** 30).toFixed(1)} GiB`} · uptime ${duration(s.uptimeS)} · stats ${ageS} s ago${stale}`,
+    `gpu       ${s.gpu_memory_bytes === null ? "–" : `${(s.gpu_memory_bytes / 2 ** 30).toFixed(1)} GiB`} · uptime ${duration(s.uptime_s)} · stats ${ageS} s ago${stale}`,
   ];
 }
 

@@ -1,11 +1,11 @@
 // Feeds a WatchState from a running loop: the daemon's service (`status` and `rounds` endpoints, once at start,
-// for the current snapshot and the history) and live subscriptions to rlloop.<policy>.stats, .rounds and .reloads.
+// for the current snapshot and the history) and live subscriptions to rlloop.<policy>.stats, .round.> and .replica.>.
 // Messages that do not parse are ignored: a watcher must never die of what it watches.
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 import { z } from "zod";
-import { ReloadEvent, RoundEvent, RoundSummary, StatsEvent, subjects } from "../schema.js";
+import { ReplicaEvent, RoundEvent, RoundSummary, StatsEvent, subjects } from "../../contract/index.js";
 import {
-  initialState, withMissingRounds, withNotice, withReload, withRoundEvent, withRoundSummaries, withStats, type WatchState,
+  initialState, withMissingRounds, withNotice, withReplica, withRoundEvent, withRoundSummaries, withStats, type WatchState,
 } from "./watch-state.js";
 
 export interface WatcherOptions {
@@ -65,7 +65,7 @@ export async function startWatcher(nc: NatsConnection, opts: WatcherOptions, onC
   // stats flowing means the daemon is up: a notice about the service not answering no longer applies
   follow(names.stats, StatsEvent, (s, v) => withNotice(withStats(s, v, nowMs()), null));
   follow(names.rounds, RoundEvent, withRoundEvent);
-  follow(names.reloads, ReloadEvent, withReload);
+  follow(names.replicas, ReplicaEvent, withReplica);
   await nc.flush();
 
   const answered = await queryService(nc, opts, nowMs);

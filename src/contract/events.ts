@@ -1,0 +1,127 @@
+// Every event the loop publishes (docs/daemon.md "Events"): rollout rejections, the round lifecycle, adapter
+// announcements, the reloader's replica loads, and the periodic stats — each on the subject named after its
+// `type` (names.ts). Field names are snake_case on the whole wire, as JetStream's own API and the seed's files are.
+import { z } from "zod";
+import { FaultKind, HealthStatus, Phase, RejectReason, RoundOutcome, RoundTrigger } from "./enums.js";
+import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex, statNumber } from "./primitives.js";
+import { PpoStats } from "./stats.js";
+
+const policy = z.string().meta({ description: "the policy" });
+const at = isoTimestamp().meta({ description: "when the event was published" });
+const round = z.number().int().min(1).meta({ description: "the round" });
+
+export const RolloutRejected = z.object({
+  type: z.literal("rollout.rejected"),
+  policy,
+  seq: nonNegativeInt().meta({ description: "stream sequence of the rejected message in RLLOOP_ROLLOUTS" }),
+  id: z.string().nullable().meta({ description: "rollout id when the payload had one" }),
+  reason: enumOf(RejectReason, "why it was refused"),
+  message: z.string().meta({ description: "what exactly is wrong" }),
+  round: z.number().int().optional().meta({ description: "the round it belonged to (poison only)" }),
+  at,
+}).meta({ description: "a rollout the daemon refused (rlloop.<policy>.rollout.rejected)" });
+export type RolloutRejected = z.infer<typeof RolloutRejected>;
+
+const roundBase = { policy, round, at };
+const poisoned = z.object({
+  seq: nonNegativeInt(),
+  id: z.string(),
+  error: z.string().meta({ description: "the trainer's error on this rollout's rows" }),
+});
+
+export const RoundEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("round.closed"), ...roundBase, trigger: enumOf(RoundTrigger, "what closed it"), rows: nonNegativeInt(), rollouts: nonNegativeInt() }),
+  z.object({ type: z.literal("round.assembled"), ...roundBase, rows: nonNegativeInt(), sha256: sha256Hex(), dir: z.string() }),
+  z.object({ type: z.literal("round.training"), ...roundBase, attempt: z.number().int().min(1) }),
+  z.object({ type: z.literal("round.trained"), ...roundBase, stats: PpoStats }),
+  z.object({
+    type: z.literal("round.attempt_failed"), ...roundBase, attempt: z.number().int().min(1),
+    fault: enumOf(FaultKind, "who the failure is blamed on"), error: z.string().meta({ description: "the trainer's error, first line" }),
+  }),
+  z.object({
+    type: z.literal("round.isolated"), ...roundBase, poisoned: z.array(poisoned).meta({ description: "the rollouts rejected as poison" }),
+    rows: nonNegativeInt().meta({ description: "rows left in the round" }), sha256: sha256Hex().nullable().meta({ description: "the new train.jsonl's sha256 (null when no row is left)" }),
+  }),
+  z.object({ type: z.literal("round.rejected"), ...roundBase, reason: z.string(), stats: PpoStats.optional() }),
+  z.object({ type: z.literal("round.committed"), ...roundBase, outcome: enumOf(RoundOutcome, "the round's outcome"), revision: z.number().int().min(1) }),
+  z.object({ type: z.literal("round.published"), ...roundBase, name: z.string() }),
+]).meta({ description: "a step of a round's life (rlloop.<policy>.round.<kind>)" });
+export type RoundEvent = z.infer<typeof RoundEvent>;
+export type RoundEventType = RoundEvent["type"];
+
+export const AdapterFile = z.object({
+  name: z.string().meta({ description: "file name inside the adapter dir" }),
+  object: z.string().meta({ description: "object name in the rlloop-adapters object store" }),
+  sha256: sha256Hex(),
+  size: nonNegativeInt(),
+});
+
+export const AdapterPublished = z.object({
+  type: z.literal("adapter.published"),
+  policy,
+  round,
+  name: z.string().meta({ description: "versioned name to load in vLLM: <policy>-r<round>" }),
+  path: z.string().meta({ description: "adapter directory on the daemon's disk" }),
+  object: z.string().meta({ description: "object-store prefix <policy>/r<round> in `bucket`" }),
+  bucket: z.string(),
+  sha256: sha256Hex().meta({ description: "sha256 of adapter_model.safetensors (what a reloader verifies)" }),
+  files: z.array(AdapterFile),
+  stats: PpoStats,
+  at,
+}).meta({ description: "a new adapter to serve (rlloop.<policy>.adapter.published)" });
+export type AdapterPublished = z.infer<typeof AdapterPublished>;
+
+const replicaBase = { policy, replica: z.string().meta({ description: "the vLLM replica's base URL" }), name: z.string().meta({ description: "the adapter's versioned name" }), at };
+export const ReplicaLoaded = z.object({ type: z.literal("replica.loaded"), ...replicaBase });
+export const ReplicaLoadFailed = z.object({ type: z.literal("replica.load_failed"), ...replicaBase, reason: z.string() });
+export const ReplicaEvent = z.discriminatedUnion("type", [ReplicaLoaded, ReplicaLoadFailed])
+  .meta({ description: "the reloader's result for one replica and adapter (rlloop.<policy>.replica.<kind>)" });
+export type ReplicaEvent = z.infer<typeof ReplicaEvent>;
+
+export const Health = z.object({
+  status: enumOf(HealthStatus, "the daemon's health"),
+  cause: z.string().nullable().meta({ description: "why it is degraded (null when ok)" }),
+  since: isoTimestamp().nullable().meta({ description: "when it became degraded (null when ok)" }),
+});
+export type Health = z.infer<typeof Health>;
+
+export const LastRoundStats = z.object({
+  round: z.number().int(),
+  outcome: enumOf(RoundOutcome, "its outcome"),
+  pg_loss: statNumber().nullable(),
+  kl: statNumber().nullable(),
+  clip_frac: statNumber().nullable(),
+  logp_gap: statNumber().nullable(),
+  logp_gap_abs: statNumber().nullable(),
+});
+export type LastRoundStats = z.infer<typeof LastRoundStats>;
+
+export const StatsEvent = z.object({
+  type: z.literal("stats"),
+  policy,
+  at,
+  phase: enumOf(Phase, "what the daemon is doing"),
+  health: Health,
+  round: nonNegativeInt().meta({ description: "last committed round" }),
+  open_round: z.number().int().min(1).meta({ description: "round the intake buffer will become" }),
+  training_round: z.number().int().nullable().meta({ description: "round being trained, null when none" }),
+  buffered_rows: nonNegativeInt(),
+  buffered_rollouts: nonNegativeInt(),
+  rows_per_s: z.number().meta({ description: "intake rate over the last stats interval" }),
+  pending_acks: nonNegativeInt().meta({ description: "messages held unacked (open and training rounds)" }),
+  rejected: nonNegativeInt().meta({ description: "rollouts rejected since the daemon started" }),
+  last: LastRoundStats.nullable(),
+  gpu_memory_bytes: z.number().nullable().meta({ description: "peak GPU memory the trainer reported for the last round, null when unknown" }),
+  uptime_s: z.number(),
+}).meta({ description: "the daemon's periodic snapshot (rlloop.<policy>.stats, and the svc.status answer)" });
+export type StatsEvent = z.infer<typeof StatsEvent>;
+
+export const RoundSummary = z.object({
+  round,
+  status: z.string().meta({ description: "manifest status, with the outcome once committed (committed:published)" }),
+  rows: nonNegativeInt(),
+  rollouts: nonNegativeInt(),
+  sha256: sha256Hex().meta({ description: "train.jsonl's sha256" }),
+  stats: PpoStats.nullable(),
+}).meta({ description: "one round in the svc.rounds answer" });
+export type RoundSummary = z.infer<typeof RoundSummary>;

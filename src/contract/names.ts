@@ -1,0 +1,85 @@
+// NATS names of the loop: streams, buckets, the subject tree of one policy, message ids, the consumer. Every
+// process that talks to the loop (daemon, rollout workers, reloader, monitors) takes its names from here.
+//
+// The subject tree of policy <p>. The event's kind is the last tokens of its subject, so a monitor filters on the
+// server (`rlloop.<p>.round.>`, `rlloop.*.adapter.published`) instead of parsing every payload:
+//
+// | subject                          | carries                      | by         | kept in          |
+// |----------------------------------|------------------------------|------------|------------------|
+// | rlloop.<p>.rollouts              | RolloutCompleted             | workers    | RLLOOP_ROLLOUTS  |
+// | rlloop.<p>.rollout.rejected      | RolloutRejected              | daemon     | RLLOOP_EVENTS    |
+// | rlloop.<p>.round.<kind>          | RoundEvent of type round.<kind> | daemon  | RLLOOP_EVENTS    |
+// | rlloop.<p>.adapter.published     | AdapterPublished             | daemon     | RLLOOP_EVENTS    |
+// | rlloop.<p>.replica.<kind>        | ReplicaEvent (loaded, load_failed) | reloader | RLLOOP_EVENTS |
+// | rlloop.<p>.stats                 | StatsEvent, every observe.statsIntervalS | daemon | core NATS only |
+// | rlloop.<p>.svc.status            | request → StatsEvent         | daemon's micro service | - |
+// | rlloop.<p>.svc.rounds            | request {limit} → RoundSummary[] | daemon's micro service | - |
+//
+// docs/daemon.md shows the same table; test/contract-docs.test.ts keeps the two equal.
+
+/** JetStream stream holding the rollouts of every policy, retained by limits so rounds can be replayed. */
+export const ROLLOUT_STREAM = "RLLOOP_ROLLOUTS";
+/** JetStream stream holding the durable daemon events: rejections, round lifecycle, adapters, replica loads. */
+export const EVENT_STREAM = "RLLOOP_EVENTS";
+/** KV bucket of the committed loop state, one key per policy. */
+export const STATE_BUCKET = "rlloop";
+/** KV bucket of the rollout ids consumed recently (the duplicate-id memory), keys `<policy>.<sha256(id)>`. */
+export const IDS_BUCKET = "rlloop-ids";
+/** Object store of published adapters, objects named `<policy>/r<round>/<file>`. */
+export const ADAPTER_BUCKET = "rlloop-adapters";
+/** Name of the NATS micro service (PING/INFO/STATS discovery plus `status` and `rounds` endpoints). */
+export const SERVICE_NAME = "rlloop";
+
+/** A policy name is one NATS subject token and one KV key: letters, digits, `_` and `-`. */
+export const POLICY_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+export function assertPolicyName(policy: string): void {
+  if (!POLICY_NAME.test(policy)) throw new TypeError(`policy name must match ${POLICY_NAME}, got ${JSON.stringify(policy)}`);
+}
+
+/** Every subject of one policy (see the table above). `round(kind)` and `replica(kind)` name one event kind. */
+export function subjects(policy: string) {
+  assertPolicyName(policy);
+  const base = `rlloop.${policy}`;
+  return {
+    rollouts: `${base}.rollouts`,
+    rejected: `${base}.rollout.rejected`,
+    /** `round.<kind>` of one lifecycle event; `rounds` matches them all */
+    round: (kind: string) => `${base}.round.${kind}`,
+    rounds: `${base}.round.>`,
+    adapterPublished: `${base}.adapter.published`,
+    /** every adapter announcement */
+    adapters: `${base}.adapter.>`,
+    replica: (kind: string) => `${base}.replica.${kind}`,
+    replicas: `${base}.replica.>`,
+    stats: `${base}.stats`,
+    status: `${base}.svc.status`,
+    roundsQuery: `${base}.svc.rounds`,
+  } as const;
+}
+
+/** The subject an event of `type` ("round.closed", "replica.loaded", ...) is published on. */
+export function eventSubject(policy: string, type: string): string {
+  assertPolicyName(policy);
+  return `rlloop.${policy}.${type}`;
+}
+
+/** Subjects captured by the two streams, for all policies. */
+export const ROLLOUT_STREAM_SUBJECTS = ["rlloop.*.rollouts"] as const;
+export const EVENT_STREAM_SUBJECTS = ["rlloop.*.rollout.rejected", "rlloop.*.round.>", "rlloop.*.adapter.>", "rlloop.*.replica.>"] as const;
+
+/** KV key of a policy's state record. */
+export const stateKey = (policy: string): string => policy;
+/** Versioned adapter name vLLM serves: `<policy>-r<round>` (never loaded in place). */
+export const adapterName = (policy: string, round: number): string => `${policy}-r${round}`;
+/** Object-store prefix of a round's adapter; files are `<prefix>/adapter_config.json` etc. */
+export const adapterObjectPrefix = (policy: string, round: number): string => `${policy}/r${round}`;
+/** Durable consumer name of the daemon for a policy. */
+export const consumerName = (policy: string): string => `rlloop-${policy}`;
+
+/** Nats-Msg-Id of daemon-published events, so a restart that repeats a step publishes nothing twice. */
+export const msgIds = {
+  rejected: (policy: string, seq: number) => `${policy}.rejected.${seq}`,
+  adapter: (policy: string, round: number) => `${policy}.adapter.r${round}`,
+  round: (policy: string, round: number, suffix: string) => `${policy}.${suffix}.r${round}`,
+};

@@ -1,0 +1,37 @@
+// The committed loop state (DESIGN.md data flow step 7): one record per policy in KV bucket `rlloop`, moved from
+// round N-1 to N with a compare-and-set on its revision — the single source of truth of which rounds are
+// committed. Version 1 (camelCase keys) is read and converted.
+import { z } from "zod";
+import { StateOutcome } from "./enums.js";
+import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex } from "./primitives.js";
+
+const AdapterState = z.object({
+  round: nonNegativeInt().meta({ description: "round that produced it; 0 = the initial (SFT) adapter" }),
+  path: z.string().meta({ description: "its folder on the daemon's disk" }),
+  sha256: sha256Hex().nullable(),
+});
+
+export const StateRecord = z.object({
+  version: z.literal(2),
+  policy: z.string(),
+  round: nonNegativeInt().meta({ description: "last committed round (0 = none yet)" }),
+  outcome: enumOf(StateOutcome, "that round's outcome"),
+  adapter: AdapterState.meta({ description: "the adapter the next round continues and rollouts should be served by" }),
+  reference: z.object({ path: z.string(), sha256: sha256Hex().nullable() }),
+  last_seq: nonNegativeInt().meta({ description: "highest stream sequence of the committed rounds' events" }),
+  ack_floor: nonNegativeInt().meta({ description: "the consumer's ack floor seen at commit time: where a re-created consumer starts" }),
+  recent_adapters: z.array(z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }))
+    .meta({ description: "sha256 of the adapters of the last rounds, to check a rollout's adapter.sha256" }),
+  at: isoTimestamp(),
+}).meta({ description: "the state record in KV bucket rlloop, key <policy>" });
+export type StateRecord = z.infer<typeof StateRecord>;
+
+const V1_KEYS: Record<string, string> = { lastSeq: "last_seq", ackFloor: "ack_floor", recentAdapters: "recent_adapters" };
+
+/** A stored state record of either version, as version 2. */
+export function parseStateRecord(raw: unknown): StateRecord {
+  const value = raw as Record<string, unknown> | null;
+  if (value?.version !== 1) return StateRecord.parse(raw);
+  const renamed = Object.fromEntries(Object.entries(value).map(([k, v]) => [V1_KEYS[k] ?? k, v]));
+  return StateRecord.parse({ ...renamed, version: 2, outcome: renamed.outcome === "failed" ? "empty" : renamed.outcome });
+}

@@ -1,0 +1,90 @@
+// A one-shot trainer command per job: `rlloop train ppo` (trainer.resident false) or a custom trainer.command such
+// as the seed. It gets the seed's flags (plus, for rlloop's own command, the model flags of the typed trainer
+// config), runs with the job's folder as working directory (the rows' frame paths are relative to it), and must
+// write the adapter and stats.json into --out.
+import { access, constants, rm } from "node:fs/promises";
+import { delimiter, isAbsolute, join } from "node:path";
+import { execa } from "execa";
+import type { TrainJob } from "../contract/index.js";
+import { writeFileAtomic } from "../files.js";
+import { PACKAGE_ROOT, type TrainerConfig } from "./config/index.js";
+import { TrainerError } from "./errors.js";
+import { readTrainerOutput, type RoundTrainer, type TrainRun } from "./trainer.js";
+import type { PpoStats } from "../contract/index.js";
+
+/** The default trainer command: this package's CLI. */
+export function defaultTrainerCommand(): string[] {
+  return [process.execPath, join(PACKAGE_ROOT, "bin", "rlloop.js"), "train", "ppo"];
+}
+
+/** The seed's flags of a PPO job (bt_train.py accepts exactly these). */
+export function seedFlags(job: TrainJob): string[] {
+  return [
+    "--data", job.data, "--adapter", job.adapter ?? "", "--ref", job.ref ?? "", "--out", job.out,
+    "--epochs", String(job.epochs), "--lr", String(job.lr), "--batch", String(job.batch),
+    "--accumulation", String(job.accumulation), "--seed", String(job.seed),
+  ];
+}
+
+/** `rlloop train ppo`'s own flags beyond the seed's, from the typed trainer config and the job. */
+export function rlloopFlags(job: TrainJob, trainer: TrainerConfig): string[] {
+  const flags = ["--model", trainer.model ?? "", "--checkpointing", trainer.checkpointing];
+  const optional: Array<[string, string | number | null]> = [
+    ["--device", trainer.device], ["--dtype", trainer.dtype], ["--gpus", trainer.gpus], ["--prompt", job.prompt], ["--tis-cap", job.tis_cap],
+  ];
+  for (const [flag, value] of optional) if (value !== null) flags.push(flag, String(value));
+  if (job.mismatch_stats) flags.push("--mismatch-stats");
+  return flags;
+}
+
+export class CliRoundTrainer implements RoundTrainer {
+  readonly #custom: boolean;
+  readonly #command: string[];
+
+  constructor(private readonly config: TrainerConfig) {
+    this.#custom = config.command !== null;
+    this.#command = config.command ?? defaultTrainerCommand();
+  }
+
+  /** The command must be runnable: an executable file, or a name found on PATH. */
+  async start(): Promise<void> {
+    const file = this.#command[0] as string;
+    if (await executable(file)) return;
+    throw new TrainerError(`trainer.command ${JSON.stringify(file)}: not an executable file${isAbsolute(file) ? "" : " and not found on PATH"}`);
+  }
+
+  async train(job: TrainJob, run: TrainRun): Promise<PpoStats> {
+    const [file, ...prefix] = this.#command;
+    const args = [...prefix, ...seedFlags(job), ...(this.#custom ? this.config.extraArgs : rlloopFlags(job, this.config))];
+    await rm(job.out, { recursive: true, force: true });
+    const result = await execa(file as string, args, {
+      cwd: job.image_base ?? undefined,
+      env: this.config.env,
+      all: true,
+      reject: false,
+      timeout: this.config.timeoutS === null ? undefined : this.config.timeoutS * 1000,
+      forceKillAfterDelay: 5000,
+    });
+    await writeFileAtomic(run.logFile, result.all ?? "");
+    if (result.failed) {
+      const tail = (result.all ?? "").split("\n").slice(-15).join("\n");
+      throw new TrainerError(`trainer failed on ${run.label}: ${result.shortMessage}\n${tail}`);
+    }
+    return readTrainerOutput(job.out);
+  }
+
+  async close(): Promise<void> {}
+}
+
+async function executable(file: string): Promise<boolean> {
+  const candidates = file.includes("/") ? [file] : (process.env.PATH ?? "").split(delimiter).filter(Boolean).map((dir) => join(dir, file));
+  for (const candidate of candidates) {
+    try {
+      await access(candidate, constants.X_OK);
+      return true;
+    } catch {
+      // next
+    }
+  }
+  return false;
+}

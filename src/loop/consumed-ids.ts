@@ -1,0 +1,40 @@
+// The duplicate-id memory: every rollout id a committed round consumed, kept in KV bucket `rlloop-ids` for
+// intake.duplicateWindowS (the bucket's TTL), so it survives restarts and does not depend on how many rounds
+// passed. A rollout whose id is there under another stream sequence is a duplicate; the same sequence is a
+// redelivery. Keys are `<policy>.<sha256(id)>` (ids may hold characters KV keys may not); values the sequence.
+// Cost: one KV read per judged rollout, one write per consumed rollout, ~200 bytes of storage per id over the window.
+import { createHash } from "node:crypto";
+import { Kvm, type KV } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/nats-core";
+import { IDS_BUCKET } from "../contract/index.js";
+
+/** Puts in flight at once when a round's ids are recorded. */
+const PUT_BATCH = 64;
+
+export class ConsumedIds {
+  private constructor(private readonly kv: KV, private readonly policy: string) {}
+
+  static async open(nc: NatsConnection, policy: string, windowS: number, replicas: number): Promise<ConsumedIds> {
+    const kv = await new Kvm(nc).create(IDS_BUCKET, { history: 1, ttl: windowS * 1000, replicas });
+    return new ConsumedIds(kv, policy);
+  }
+
+  /** Stream sequence the id was consumed under within the window, or null. */
+  async seqOf(id: string): Promise<number | null> {
+    const entry = await this.kv.get(this.#key(id));
+    if (!entry || entry.operation !== "PUT") return null;
+    const seq = Number(entry.string());
+    return Number.isInteger(seq) ? seq : null;
+  }
+
+  /** Records a round's events (idempotent: a round re-run after a crash writes the same values). */
+  async record(events: ReadonlyArray<{ seq: number; id: string }>): Promise<void> {
+    for (let i = 0; i < events.length; i += PUT_BATCH) {
+      await Promise.all(events.slice(i, i + PUT_BATCH).map((e) => this.kv.put(this.#key(e.id), String(e.seq))));
+    }
+  }
+
+  #key(id: string): string {
+    return `${this.policy}.${createHash("sha256").update(id).digest("hex")}`;
+  }
+}

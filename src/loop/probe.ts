@@ -1,0 +1,47 @@
+// The probe: a tiny known-good training job (two rows on one synthetic frame, advantage 0) run on the same
+// trainer, from the same adapters, as the round that failed. It is the evidence that tells a fault of the trainer or
+// its host (the probe fails too) from a fault of the round's rows (the probe trains): docs/daemon.md "Faults".
+// The same job runs once before the first pull (trainer.probeAtStart), so a broken trainer stops the start.
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import sharp from "sharp";
+import { writeFileAtomic } from "../files.js";
+import type { Config } from "./config/index.js";
+import { roundJob } from "./round-job.js";
+import type { RoundTrainer } from "./trainer.js";
+
+export type ProbeResult = { ok: true } | { ok: false; error: string };
+
+export class Probe {
+  readonly dir: string;
+  #ready: Promise<void> | null = null;
+  #runs = 0;
+
+  constructor(private readonly trainer: RoundTrainer, private readonly config: Config) {
+    this.dir = join(config.workDir, "probe");
+  }
+
+  /** Trains the probe job from `adapter` (with `ref` as reference) into a scratch folder, removed afterwards. */
+  async run(adapter: string, ref: string): Promise<ProbeResult> {
+    await (this.#ready ??= this.#prepare());
+    const out = join(this.dir, `out-${process.pid}-${++this.#runs}`);
+    const job = roundJob(this.config.trainer, { dir: this.dir, data: join(this.dir, "train.jsonl"), adapter, ref, out, seed: 0 });
+    try {
+      await this.trainer.train(job, { label: "probe", logFile: join(this.dir, "trainer.log") });
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, error: (err as Error).message };
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  }
+
+  async #prepare(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const frame = await sharp({ create: { width: 128, height: 96, channels: 3, background: { r: 96, g: 128, b: 160 } } }).png().toBuffer();
+    await writeFileAtomic(join(this.dir, "frame.png"), frame);
+    const code = "0".repeat(this.config.policy.codeLength);
+    const rows = [0, 1].map((i) => JSON.stringify({ image: "frame.png", name: `probe-${i}`, code, adv: 0, vllm_logp: -1 }));
+    await writeFileAtomic(join(this.dir, "train.jsonl"), `${rows.join("\n")}\n`);
+  }
+}
