@@ -27,7 +27,7 @@ function positiveInt(flag: string) {
 }
 
 async function loadConfigFrom(file: string | undefined) {
-  const { loadConfig } = await import("./loop/config.js");
+  const { loadConfig } = await import("./loop/config/index.js");
   return loadConfig(file === undefined ? {} : { file });
 }
 
