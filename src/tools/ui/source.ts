@@ -300,7 +300,10 @@ async function followState(nc: NatsConnection, policy: string, store: UiStore, s
       if (entry.operation !== "PUT") continue;
       try {
         const record = parseStateRecord(entry.json());
-        store.live({ committedRound: record.round, servingAdapter: { round: record.adapter.round, sha256: record.adapter.sha256 } });
+        // the committed round goes with open and training round, which only stats carry: from here only until
+        // stats arrive, so the three never disagree
+        const committed = store.liveNow().statsAtMs === null ? { committedRound: record.round } : {};
+        store.live({ ...committed, servingAdapter: { round: record.adapter.round, sha256: record.adapter.sha256 } });
       } catch {
         // a record this monitor cannot read: the stats event still says the round
       }

@@ -184,6 +184,8 @@ export class Charts {
       scales: {
         // one point (or one round) would otherwise stretch the axis over years
         x: { time: spec.time === true, range: (_u, min, max) => (min === max ? [min - (spec.time ? 60 : 1), max + (spec.time ? 60 : 1)] : [min, max]) },
+        // a constant series (a clip fraction of 0) would otherwise get uPlot's 0..100
+        y: { range: (_u, min, max) => (min === max ? [min - (Math.abs(min) / 2 || 1), max + (Math.abs(max) / 2 || 1)] : [min, max]) },
         ...(right ? { right: { auto: true } } : {}),
       },
       axes: [
@@ -204,6 +206,13 @@ export class Charts {
       ],
       ...(spec.bands ? { bands: spec.bands.map(([a, b]) => ({ series: [a, b] as [number, number], fill: "rgba(0, 114, 178, 0.12)" })) } : {}),
       legend: { live: true },
+      // the legend shows the newest values unless the cursor points at others
+      hooks: {
+        setData: [(u) => u.setLegend({ idx: u.data[0].length - 1 })],
+        setCursor: [(u) => {
+          if (u.cursor.idx === null || u.cursor.idx === undefined) u.setLegend({ idx: u.data[0].length - 1 });
+        }],
+      },
       cursor: { drag: { x: true, y: false } },
     };
   }

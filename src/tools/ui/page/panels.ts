@@ -107,7 +107,7 @@ function adapterRow(a: AdapterRow, replicas: string[], loads: Map<string, Map<st
   return h("tr", { "data-round": String(a.round) },
     h("th", { scope: "row" }, String(a.round)),
     h("td", {}, a.name ?? "–"),
-    h("td", { title: a.sha256 ?? "never announced" }, h("code", {}, shortSha(a.sha256))),
+    h("td", { class: "sha", title: a.sha256 ?? "never announced" }, h("code", {}, shortSha(a.sha256))),
     h("td", { class: `verdict ${a.verdict}`, title: a.reason ?? "" }, a.verdict === "passed" ? "passed" : `refused: ${a.reason ?? ""}`),
     h("td", {}, time(a.atMs, nowMs)),
     ...replicas.map((replica) => {

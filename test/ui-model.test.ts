@@ -1,0 +1,184 @@
+// The web UI's pure parts: the store folds what the source reports into the view model and coalesces patches;
+// the page's copy applies them; the reward interval; the rejection plot's columns; who may read the page; the
+// view model's JSON keeps NaN a number.
+import type { IncomingMessage } from "node:http";
+import { describe, expect, test, vi } from "vitest";
+import { checkAccess, isLoopbackHost, LOOPBACK_HOSTS, TOKEN_COOKIE } from "../src/tools/ui/access.js";
+import { decodeView, encodeView, type UiPatch, type UiSnapshot } from "../src/tools/ui/model.js";
+import { rejectionColumns } from "../src/tools/ui/page/charts.js";
+import { num } from "../src/tools/ui/page/format.js";
+import { applyPatch } from "../src/tools/ui/page/view-state.js";
+import { RewardTally } from "../src/tools/ui/reward.js";
+import { UiStore } from "../src/tools/ui/store.js";
+
+const newStore = () => new UiStore({ policy: "bt", source: "nats://x", meanings: { phases: {}, reasons: {} }, flushMs: 10_000 });
+
+describe("ui - store", () => {
+  test("a round's row folds its steps; latency runs from the close to the announcement", () => {
+    const store = newStore();
+    store.round(3, { status: "closed", rows: 8, closedAtMs: 1000 });
+    store.round(3, { status: "trained", pg_loss: -0.1, rows: 7, train_s: 2 });
+    store.round(3, { status: "committed", outcome: "published", finishedAtMs: 3000 });
+    expect(store.snapshot().rounds[0]).toMatchObject({ round: 3, status: "committed", rows: 7, pg_loss: -0.1, latency_s: 2 });
+    store.round(3, { status: "published", finishedAtMs: 3500 });
+    expect(store.snapshot().rounds[0]).toMatchObject({ status: "published", latency_s: 2.5 });
+  });
+
+  test("summaries fill only rounds the events did not tell", () => {
+    const store = newStore();
+    store.round(2, { status: "published", kl: 0.1 });
+    store.roundIfMissing(2, { status: "rejected", kl: 9 });
+    store.roundIfMissing(1, { status: "published", kl: 0.2 });
+    expect(store.snapshot().rounds.map((r) => [r.round, r.status, r.kl])).toEqual([[1, "published", 0.2], [2, "published", 0.1]]);
+  });
+
+  test("rejections count per reason once per stream sequence, the newest message kept", () => {
+    const store = newStore();
+    store.rejection({ atMs: 2, reason: "code_length", message: "second", id: "b", seq: 8 });
+    store.rejection({ atMs: 1, reason: "code_length", message: "first", id: "a", seq: 7 });
+    store.rejection({ atMs: 1, reason: "code_length", message: "first", id: "a", seq: 7 });
+    store.rejection({ atMs: 3, reason: "stale_adapter", message: "old", id: "c", seq: 9 });
+    const snap = store.snapshot();
+    expect(snap.reasons).toEqual([
+      { reason: "code_length", count: 2, lastAtMs: 2, lastMessage: "second" },
+      { reason: "stale_adapter", count: 1, lastAtMs: 3, lastMessage: "old" },
+    ]);
+    expect(snap.rejections.map((r) => r.seq)).toEqual([8, 7, 9]);
+  });
+
+  test("a replica keeps the newest event per adapter, newest first", () => {
+    const store = newStore();
+    store.replicaLoad("http://a", { name: "bt-r1", status: "load_failed", reason: "503", atMs: 1 });
+    store.replicaLoad("http://a", { name: "bt-r1", status: "loaded", reason: null, atMs: 2 });
+    store.replicaLoad("http://a", { name: "bt-r1", status: "load_failed", reason: "late", atMs: 1 });
+    store.replicaLoad("http://a", { name: "bt-r2", status: "loaded", reason: null, atMs: 3 });
+    expect(store.snapshot().replicas).toEqual([{ replica: "http://a", loads: [
+      { name: "bt-r2", status: "loaded", reason: null, atMs: 3 }, { name: "bt-r1", status: "loaded", reason: null, atMs: 2 },
+    ] }]);
+  });
+
+  test("changes are coalesced into one patch; a snapshot flushes first, so a new listener misses nothing and gets nothing twice", () => {
+    vi.useFakeTimers();
+    try {
+      const store = new UiStore({ policy: "bt", source: "x", meanings: { phases: {}, reasons: {} }, flushMs: 100 });
+      const early: UiPatch[] = [];
+      store.subscribe((p) => early.push(p));
+      for (let i = 0; i < 50; i++) store.reward(1, i);
+      store.round(1, { status: "closed" });
+      expect(early).toEqual([]);
+      vi.advanceTimersByTime(100);
+      expect(early).toHaveLength(1);
+      expect(early[0]?.rewards).toEqual([expect.objectContaining({ adapterRound: 1, count: 50 })]);
+      expect(early[0]?.rounds?.map((r) => r.round)).toEqual([1]);
+
+      store.round(2, { status: "closed" });
+      const snap = store.snapshot(); // flushes round 2 to `early`
+      expect(early).toHaveLength(2);
+      const late: UiPatch[] = [];
+      store.subscribe((p) => late.push(p));
+      store.round(3, { status: "closed" });
+      vi.advanceTimersByTime(100);
+      expect(snap.rounds.map((r) => r.round)).toEqual([1, 2]);
+      expect(late.map((p) => p.rounds?.map((r) => r.round))).toEqual([[3]]);
+      expect(late[0]?.revision).toBeGreaterThan(snap.revision);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("ui - the page's copy of the view model", () => {
+  const base = (): UiSnapshot => {
+    const store = newStore();
+    store.round(1, { status: "published" });
+    store.round(2, { status: "training" });
+    return store.snapshot();
+  };
+
+  test("a patch replaces rows by key and appends new ones in order", () => {
+    const view = base();
+    const round = (r: number, status: string) => ({ ...view.rounds[0], round: r, status }) as UiSnapshot["rounds"][number];
+    const next = applyPatch(view, { revision: view.revision + 1, rounds: [round(2, "published"), round(4, "closed"), round(3, "closed")] });
+    expect(next.rounds.map((r) => [r.round, r.status])).toEqual([[1, "published"], [2, "published"], [3, "closed"], [4, "closed"]]);
+    expect(view.rounds).toHaveLength(2); // the old copy is untouched
+  });
+
+  test("a patch not newer than the view changes nothing", () => {
+    const view = base();
+    expect(applyPatch(view, { revision: view.revision, rounds: [] })).toBe(view);
+  });
+});
+
+describe("ui - reward interval", () => {
+  test("mean, sample sd and the 95% interval of the mean; no interval below two rollouts", () => {
+    const tally = new RewardTally();
+    tally.add(1);
+    expect(tally.point(0)).toEqual({ adapterRound: 0, count: 1, mean: 1, sd: null, lo: null, hi: null });
+    for (const r of [2, 3, 4]) tally.add(r);
+    const p = tally.point(0);
+    const sd = Math.sqrt(5 / 3);
+    expect(p.mean).toBe(2.5);
+    expect(p.sd).toBeCloseTo(sd, 12);
+    expect(p.lo).toBeCloseTo(2.5 - (1.96 * sd) / 2, 12);
+    expect(p.hi).toBeCloseTo(2.5 + (1.96 * sd) / 2, 12);
+  });
+
+  test("Welford stays exact where the naive sum of squares cancels", () => {
+    const tally = new RewardTally();
+    for (const r of [1e9 + 4, 1e9 + 7, 1e9 + 13, 1e9 + 16]) tally.add(r);
+    expect(tally.point(0).sd).toBeCloseTo(Math.sqrt(30), 9);
+  });
+});
+
+describe("ui - rejection plot", () => {
+  test("cumulative counts per reason, carried on to now", () => {
+    const rej = (atMs: number, reason: string) => ({ atMs, reason, message: "", id: null, seq: atMs });
+    const cols = rejectionColumns([rej(1000, "a"), rej(3000, "b"), rej(2000, "a")], ["a", "b"], 10_000);
+    expect(cols).toEqual({ x: [1, 2, 3, 10], series: { a: [1, 2, 2, 2], b: [0, 0, 1, 1] } });
+  });
+
+  test("a long history is bucketed to a few hundred points without losing the totals", () => {
+    const many = Array.from({ length: 50_000 }, (_, i) => ({ atMs: i * 10, reason: i % 3 === 0 ? "a" : "b", message: "", id: null, seq: i }));
+    const cols = rejectionColumns(many, ["a", "b"], 0);
+    expect(cols.x.length).toBeLessThanOrEqual(601);
+    expect((cols.series.a?.at(-1) ?? 0) + (cols.series.b?.at(-1) ?? 0)).toBe(50_000);
+  });
+});
+
+describe("ui - access", () => {
+  const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
+  const url = (q = "") => new URL(`http://h/${q}`);
+  const loopback = { token: null, allowedHosts: LOOPBACK_HOSTS, basePath: "/" };
+
+  test.each([
+    ["127.0.0.1:9465", true], ["localhost:9465", true], ["[::1]:9465", true], ["LOCALHOST", true],
+    ["evil.example:9465", false], ["127.0.0.1.evil.example", false], ["", false],
+  ])("loopback without a token: Host %s → %s", (host, ok) => {
+    expect(checkAccess(req({ host }), url(), loopback).ok).toBe(ok);
+  });
+
+  test("a token is taken from the query (then set as a cookie), a bearer header or the cookie; nothing else", () => {
+    const o = { token: "t0k", allowedHosts: null, basePath: "/ui/" };
+    expect(checkAccess(req({}), url(), o)).toMatchObject({ ok: false, status: 401 });
+    expect(checkAccess(req({}), url("?token=nope"), o)).toMatchObject({ ok: false, status: 401 });
+    expect(checkAccess(req({}), url("?token=t0k"), o)).toEqual({ ok: true, setCookie: `${TOKEN_COOKIE}=t0k; HttpOnly; SameSite=Strict; Path=/ui/` });
+    expect(checkAccess(req({ authorization: "Bearer t0k" }), url(), o)).toEqual({ ok: true, setCookie: null });
+    expect(checkAccess(req({ cookie: `x=1; ${TOKEN_COOKIE}=t0k` }), url(), o)).toEqual({ ok: true, setCookie: null });
+    expect(checkAccess(req({ cookie: `${TOKEN_COOKIE}=t0k2` }), url(), o).ok).toBe(false);
+  });
+
+  test.each([["127.0.0.1", true], ["127.1.2.3", true], ["::1", true], ["0.0.0.0", false], ["10.0.0.5", false]])("isLoopbackHost(%s) = %s", (h, ok) => {
+    expect(isLoopbackHost(h)).toBe(ok);
+  });
+});
+
+describe("ui - view model JSON", () => {
+  test("non-finite statistics survive; strings that read NaN stay strings", () => {
+    const text = encodeView({ pg_loss: Number.NaN, kl: Number.POSITIVE_INFINITY, mean: Number.NEGATIVE_INFINITY, message: "NaN", id: "Infinity" });
+    expect(decodeView(text)).toEqual({ pg_loss: Number.NaN, kl: Number.POSITIVE_INFINITY, mean: Number.NEGATIVE_INFINITY, message: "NaN", id: "Infinity" });
+  });
+
+  test.each([[null, "–"], [Number.NaN, "NaN"], [Number.NEGATIVE_INFINITY, "-inf"], [0, "0"], [-0.01234, "-0.0123"], [0.0004, "4.00e-4"], [256, "256"], [123.456, "123.5"]])(
+    "num(%s) = %s", (v, text) => expect(num(v)).toBe(text),
+  );
+});
