@@ -4,7 +4,8 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, test, vi } from "vitest";
 import { checkAccess, isLoopbackHost, LOOPBACK_HOSTS, TOKEN_COOKIE } from "../src/tools/ui/access.js";
-import { decodeView, encodeView, type UiPatch, type UiSnapshot } from "../src/tools/ui/model.js";
+import type { UiPatch, UiSnapshot } from "../src/tools/ui/model.js";
+import { decodeView, encodeView } from "../src/tools/ui/view-codec.js";
 import { rejectionColumns } from "../src/tools/ui/page/charts.js";
 import { num } from "../src/tools/ui/page/format.js";
 import { applyPatch } from "../src/tools/ui/page/view-state.js";
@@ -174,8 +175,16 @@ describe("ui - access", () => {
 
 describe("ui - view model JSON", () => {
   test("non-finite statistics survive; strings that read NaN stay strings", () => {
-    const text = encodeView({ pg_loss: Number.NaN, kl: Number.POSITIVE_INFINITY, mean: Number.NEGATIVE_INFINITY, message: "NaN", id: "Infinity" });
-    expect(decodeView(text)).toEqual({ pg_loss: Number.NaN, kl: Number.POSITIVE_INFINITY, mean: Number.NEGATIVE_INFINITY, message: "NaN", id: "Infinity" });
+    const store = newStore();
+    store.round(1, { status: "rejected", pg_loss: Number.NaN, kl: Number.POSITIVE_INFINITY, note: "NaN" });
+    store.round(2, { status: "published", pg_loss: -0.5 });
+    store.rejection({ atMs: 1, reason: "invalid_schema", message: "Infinity", id: "NaN", seq: 1 });
+    const snap = store.snapshot();
+    const back = decodeView<UiSnapshot>(encodeView(snap));
+    expect(back).toEqual(snap);
+    expect(back.rounds[0]?.pg_loss).toBeNaN();
+    expect(back.rejections[0]).toMatchObject({ message: "Infinity", id: "NaN" });
+    expect(snap.rounds[0]?.pg_loss, "encoding leaves the store's rows alone").toBeNaN();
   });
 
   test.each([[null, "–"], [Number.NaN, "NaN"], [Number.NEGATIVE_INFINITY, "-inf"], [0, "0"], [-0.01234, "-0.0123"], [0.0004, "4.00e-4"], [256, "256"], [123.456, "123.5"]])(

@@ -167,15 +167,3 @@ export interface UiPatch {
   adapters?: AdapterRow[];
   replicas?: ReplicaRow[];
 }
-
-// JSON has no NaN or Infinity, but a diverged round's statistics are exactly that and the page must show them as
-// such (not as a missing value): they travel as the strings "NaN", "Infinity", "-Infinity", as on the wire. Only
-// the statistics fields are decoded back, so an id or a message that happens to read "NaN" stays a string.
-const NON_FINITE = new Set(["NaN", "Infinity", "-Infinity"]);
-const STAT_KEYS = new Set<string>(["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs", "train_s", "rows", "mean", "sd", "lo", "hi"]);
-
-export const encodeView = (value: unknown): string =>
-  JSON.stringify(value, (_key, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? String(v) : v));
-
-export const decodeView = <T>(text: string): T =>
-  JSON.parse(text, (key, v: unknown) => (STAT_KEYS.has(key) && typeof v === "string" && NON_FINITE.has(v) ? Number(v) : v)) as T;

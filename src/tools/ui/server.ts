@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { checkAccess, isLoopbackHost, LOOPBACK_HOSTS } from "./access.js";
 import { loadUiAssets, type UiAsset } from "./assets.js";
-import { encodeView } from "./model.js";
+import { encodeView } from "./view-codec.js";
 import type { UiStore } from "./store.js";
 
 export interface UiHandlerOptions {

@@ -3,7 +3,8 @@
 // the ages in the header ticked every second. `window.rlloopUi` exposes the view and the plotted columns.
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
-import { decodeView, type UiPatch, type UiSnapshot } from "../model.js";
+import type { UiPatch, UiSnapshot } from "../model.js";
+import { decodeView } from "../view-codec.js";
 import { Charts, type Plotted } from "./charts.js";
 import { byId } from "./dom.js";
 import { renderCards, renderHeader, renderTables } from "./panels.js";
@@ -14,6 +15,8 @@ declare global {
     rlloopUi: {
       /** true once the first snapshot is drawn */
       ready: boolean;
+      /** when it was (performance.now(): ms since the navigation started), for the load bench */
+      firstDrawMs: number | null;
       view(): UiSnapshot | null;
       plotted(): Record<string, Plotted>;
     };
@@ -25,7 +28,7 @@ let streamOk = true;
 let frame: number | null = null;
 const charts = new Charts(byId("charts"));
 
-window.rlloopUi = { ready: false, view: () => view, plotted: () => charts.plotted() };
+window.rlloopUi = { ready: false, firstDrawMs: null, view: () => view, plotted: () => charts.plotted() };
 
 function render(): void {
   frame = null;
@@ -36,6 +39,7 @@ function render(): void {
   charts.update(view);
   renderTables(view, now);
   document.body.dataset.revision = String(view.revision);
+  if (!window.rlloopUi.ready) window.rlloopUi.firstDrawMs = performance.mark("rlloop:drawn").startTime;
   window.rlloopUi.ready = true;
 }
 
@@ -45,9 +49,14 @@ function schedule(): void {
 
 const events = new EventSource(new URL("api/events", window.location.href));
 events.addEventListener("snapshot", (e) => {
+  // marks for the load bench: when the snapshot arrived, when it was decoded, when it was drawn
+  if (!window.rlloopUi.ready) performance.mark("rlloop:snapshot-received");
   view = decodeView<UiSnapshot>((e as MessageEvent<string>).data);
+  if (!window.rlloopUi.ready) performance.mark("rlloop:snapshot-decoded");
   streamOk = true;
-  schedule();
+  // a whole new view is drawn at once; waiting for the next frame only delays the first paint
+  if (frame !== null) cancelAnimationFrame(frame);
+  render();
 });
 events.addEventListener("patch", (e) => {
   if (!view) return;
