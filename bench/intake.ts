@@ -181,7 +181,8 @@ async function main() {
     const rows = ROLLOUTS * STEPS;
     // the mark is taken within one 20 ms poll after round.closed; the CPU shares below are of that interval
     const end = cpuClosed ?? cpuMark(serverPid);
-    const selfS = (end.self.user - cpuStart.self.user + end.self.system - cpuStart.self.system) / 1e6;
+    const selfUserS = (end.self.user - cpuStart.self.user) / 1e6;
+    const selfS = selfUserS + (end.self.system - cpuStart.self.system) / 1e6;
     const serverS = end.server - cpuStart.server;
     const machineBusyS = end.machine.busy - cpuStart.machine.busy;
     const machineS = end.machine.total - cpuStart.machine.total;
@@ -195,7 +196,7 @@ async function main() {
     console.log(`daemon intake                 ${(ROLLOUTS / seconds(intakeMs)).toFixed(0).padStart(8)} events/s  ${(rows / seconds(intakeMs)).toFixed(0).padStart(8)} rows/s  (${seconds(intakeMs).toFixed(1)} s, ratio to baseline ${(rawMs / intakeMs).toFixed(3)})`);
     console.log(`round assembly (${rows} rows)   ${seconds(assembleMs).toFixed(2).padStart(8)} s  (${((assembleMs * 1000) / rows).toFixed(0)} us/row)`);
     console.log(`CPU during intake (${seconds(intakeMs).toFixed(1)} s x ${cpus().length} cores = ${machineS.toFixed(1)} CPU-s):`);
-    console.log(`  bench + daemon process      ${selfS.toFixed(1).padStart(6)} CPU-s  ${perRow(selfS)}  (JS thread and libuv's pool: sharp, fs)`);
+    console.log(`  bench + daemon process      ${selfS.toFixed(1).padStart(6)} CPU-s  ${perRow(selfS)}  (user ${perRow(selfUserS)}, system ${perRow(selfS - selfUserS)}; JS thread and libuv's pool)`);
     console.log(`  nats-server                 ${serverS.toFixed(1).padStart(6)} CPU-s  ${perRow(serverS)}`);
     console.log(`  rest of the machine         ${(machineBusyS - selfS - serverS).toFixed(1).padStart(6)} CPU-s  (other tenants; idle ${(machineS - machineBusyS).toFixed(1)} CPU-s)`);
   } finally {

@@ -78,6 +78,17 @@ function chunk(type: string, data: Buffer): Buffer {
 /** The PNG with `extra` chunks right after IHDR (8-byte signature + 25-byte IHDR chunk). */
 const withChunks = (png: Buffer, ...extra: Buffer[]) => Buffer.concat([png.subarray(0, 33), ...extra, png.subarray(33)]);
 
+/** The data of the PNG's first chunk of `type`. */
+function chunkData(png: Buffer, type: string): Buffer {
+  for (let at = 8; at < png.length; at += 12 + png.readUInt32BE(at)) {
+    if (png.toString("latin1", at + 4, at + 8) === type) return png.subarray(at + 8, at + 8 + png.readUInt32BE(at));
+  }
+  throw new Error(`no ${type} chunk`);
+}
+
+/** The PNG with `extra` chunks right before IEND (its last 12 bytes). */
+const withChunksAtEnd = (png: Buffer, ...extra: Buffer[]) => Buffer.concat([png.subarray(0, png.length - 12), ...extra, png.subarray(png.length - 12)]);
+
 /** The PNG without its chunks of `type`. */
 function withoutChunk(png: Buffer, type: string): Buffer {
   const parts = [png.subarray(0, 8)];
@@ -118,6 +129,7 @@ describe("frames - which frames are written as they came", () => {
       "8-bit RGB, zlib level 9 with adaptive filtering": await rgbImage().png({ compressionLevel: 9, adaptiveFiltering: true }).toBuffer(),
       "8-bit RGB with sRGB, tEXt and tIME chunks": withChunks(rgb, chunk("sRGB", Buffer.from([0])), chunk("tEXt", Buffer.from("Software\0rollout worker", "latin1")),
         chunk("tIME", Buffer.from([0x07, 0xea, 12, 3, 11, 40, 0]))),
+      "8-bit RGB with bytes after IEND (every reader stops at IEND)": Buffer.concat([rgb, Buffer.from("trailing bytes")]),
     };
     const orientation6 = await rgbImage().withMetadata({ orientation: 6 }).png().toBuffer();
     reencoded = {
@@ -129,6 +141,8 @@ describe("frames - which frames are written as they came", () => {
       "ICC profile (Display P3)": await rgbImage().withIccProfile("p3").png().toBuffer(),
       "EXIF orientation 6, no ICC profile": withoutChunk(orientation6, "iCCP"),
       "EXIF without orientation": await rgbImage().withExif({ IFD0: { Copyright: "rlloop" } }).png().toBuffer(),
+      "EXIF orientation 6 after the image data (unseen by a header read)": withChunksAtEnd(rgb, chunk("eXIf", chunkData(orientation6, "eXIf"))),
+      "IEND cut off, image data whole": rgb.subarray(0, rgb.length - 12),
       "gAMA 1.0 (linear)": withChunks(rgb, chunk("gAMA", uint32(100_000))),
       "cHRM": withChunks(rgb, chunk("cHRM", Buffer.concat([31270, 32900, 64000, 33000, 30000, 60000, 15000, 6000].map(uint32)))),
       "tRNS colour key on RGB": withChunks(rgb, chunk("tRNS", Buffer.from([0, 1, 0, 2, 0, 3]))),
@@ -146,6 +160,7 @@ describe("frames - which frames are written as they came", () => {
 
   it("re-encodes every other variant as 8-bit RGB PNG", async () => {
     expect((await sharp(reencoded["EXIF orientation 6, no ICC profile"] as Buffer).metadata())).toMatchObject({ orientation: 6, hasProfile: false });
+    expect((await sharp(reencoded["EXIF orientation 6 after the image data (unseen by a header read)"] as Buffer).metadata()).exif).toBeUndefined();
     for (const [name, bytes] of Object.entries(reencoded)) {
       const out = await framePng(bytes, LIMITS);
       expect(out.equals(bytes), name).toBe(false);
@@ -235,6 +250,38 @@ describe("frames - broken, foreign and oversized frames keep their reasons", () 
       expect(got?.reason, name).toBe("image_corrupt");
       expect(got?.message, name).toMatch(/^png frame cannot be decoded: |^frame of \d+ bytes is not a readable PNG, JPEG or WebP: /);
     }
+  });
+
+  it("a frame is written as it came only when a full decode accepts it: every byte after the header flipped, every length cut", async () => {
+    // small enough that every position is tried (~2 KB: 2 bits of noise a sample, one IDAT chunk), and tall: 256
+    // rows are several of libvips' strips, so a decode that stopped early would accept a damaged last strip
+    const noise = Buffer.from(pixels(3).subarray(0, 8 * 256 * 3).map((v) => 100 + (v & 3)));
+    const png = await sharp(noise, { raw: { width: 8, height: 256, channels: 3 } }).png().toBuffer();
+    let idat = 8;
+    while (png.toString("latin1", idat + 4, idat + 8) !== "IDAT") idat += 12 + png.readUInt32BE(idat);
+    const [idatData, idatEnd] = [idat + 8, idat + 12 + png.readUInt32BE(idat)];
+    const variants: { bytes: Buffer; inImageData: boolean }[] = [];
+    for (let at = idat; at < png.length; at++) {
+      const bytes = Buffer.from(png);
+      bytes[at] = (bytes[at] as number) ^ 0x5a;
+      variants.push({ bytes, inImageData: at >= idatData && at < idatEnd });
+    }
+    for (let cut = idat; cut < png.length; cut++) variants.push({ bytes: png.subarray(0, cut), inImageData: false });
+    const fullDecodeAccepts = (b: Buffer) => sharp(b, { failOn: "warning" }).raw().toBuffer().then(() => true, () => false);
+    const writtenAsItCame = (b: Buffer) => framePng(b, LIMITS).then((out) => out.equals(b), () => false);
+    const outcomes = await Promise.all(variants.map(async ({ bytes }) => [await fullDecodeAccepts(bytes), await writtenAsItCame(bytes)] as const));
+    let asItCame = 0;
+    for (const [i, [full, passed]] of outcomes.entries()) {
+      const { bytes, inImageData } = variants[i] as (typeof variants)[number];
+      const where = `${bytes.length} bytes, first difference at ${bytes.findIndex((x, k) => x !== png[k])}`;
+      // never a frame a full decode refuses; inside the image data (its bytes and CRC) the decode alone decides
+      if (passed) expect(full, where).toBe(true);
+      if (inImageData) expect(passed, where).toBe(full);
+      if (passed) asItCame++;
+    }
+    // the damage a full decode lets through (IEND's CRC) is all that is written as it came
+    expect(asItCame).toBeGreaterThan(0);
+    expect(asItCame).toBeLessThan(variants.length / 50);
   });
 
   it("a foreign format is image_format, with the format named when sharp knows it", async () => {

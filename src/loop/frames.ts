@@ -10,7 +10,7 @@ import { isAbsolute, resolve, sep } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
 import sharp from "sharp";
 import { RolloutRejectedError } from "./errors.js";
-import type { ImageRef } from "../contract/index.js";
+import type { ImageRef } from "./schema.js";
 
 export interface FrameLimits {
   /** absolute frame roots; a {path} frame must resolve inside one of them (symlinks followed) */
@@ -25,12 +25,21 @@ const ACCEPTED = new Set(["png", "jpeg", "webp"]);
 /** Fast zlib level: frames are re-encoded once per step at intake, where CPU is the bottleneck (bench/). */
 const PNG_OPTIONS = { compressionLevel: 1, adaptiveFiltering: false } as const;
 /**
- * Chunks a passed-through PNG may carry before its image data. Colour chunks that libvips neither reports nor
- * applies (gAMA, cHRM, cICP, sBIT, a suggested PLTE, tRNS) are absent on purpose: the trainer ignores them, but
- * a colour-managed reader would not, and a re-encoded frame carries none. sRGB only confirms what the trainer
- * assumes; the text, time and density chunks say nothing about pixels.
+ * Chunks a PNG written as it came may carry: the header, the image data and its end, sRGB (it only confirms what
+ * the trainer assumes), density, text and time; none of them touches a pixel value. Any other chunk sends the
+ * frame to the re-encode: gAMA, cHRM, cICP and sBIT say the samples are not plain sRGB (libvips neither reports
+ * nor applies them, so the trainer takes the samples as sRGB, where a colour-managed reader would convert them; a
+ * re-encoded frame carries none), tRNS and bKGD ask for compositing, eXIf may hold an orientation, APNG's chunks
+ * more frames, and an unknown chunk is not known to be harmless.
  */
-const PLAIN_CHUNKS = new Set(["IHDR", "sRGB", "pHYs", "tEXt", "zTXt", "iTXt", "tIME"]);
+const PLAIN_CHUNKS = new Set(["IHDR", "IDAT", "IEND", "sRGB", "pHYs", "tEXt", "zTXt", "iTXt", "tIME"]);
+
+// One libvips worker per image: libuv's pool already runs 4 frames at once, and more threads per image only add
+// hand-offs (bench/frames.ts on 2 cores: concurrency 2 costs 10-40 % more CPU a frame on either path). sharp
+// already picks 1 on glibc without jemalloc; elsewhere it would take the core count. Process-wide: besides
+// frames it only reaches the simulator `rlloop demo` runs beside the daemon; the trainer decodes in its own
+// processes, which do not load this file.
+sharp.concurrency(1);
 
 /** Read the encoded bytes of a frame, enforcing roots and frames.maxBytes. */
 export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<Buffer> {
@@ -57,14 +66,27 @@ export async function framePng(bytes: Buffer, limits: FrameLimits): Promise<Buff
   const meta = await checkedHeader(bytes, limits);
   if (!passesThrough(meta, bytes)) return encode(bytes, meta, limits);
   try {
-    // failOn "warning" is sharp's default, the strictness the trainer decodes with (src/train/images.ts): a frame
-    // written as it came must open there exactly as here
-    await sharp(bytes, { failOn: "warning", limitInputPixels: limits.maxPixels }).raw().toBuffer();
+    await decodeToLastPixel(bytes, meta, limits);
     return bytes;
   } catch {
     // broken, or readable only with warnings: the re-encode path decides, with today's reasons and messages
     return encode(bytes, meta, limits);
   }
+}
+
+/**
+ * Decodes every row of a non-interlaced PNG and keeps only its last pixel. The rows are one zlib stream, read in
+ * order (libvips loads PNG sequentially; inflating the last row needs every byte before it), so each row is
+ * inflated, unfiltered and CRC-checked as in a full decode, without the full-size output buffer (1.2 MB for a
+ * 640x480 RGBA frame: its allocation, page faults and copy were a third of the decode's CPU, bench/frames.ts).
+ * test/loop-frames.test.ts checks that it refuses exactly what a full decode refuses. failOn "warning" is sharp's
+ * default, the strictness the trainer decodes with (src/train/images.ts): a frame written as it came must open
+ * there as it did here.
+ */
+async function decodeToLastPixel(bytes: Buffer, meta: sharp.Metadata, limits: FrameLimits): Promise<void> {
+  const [width, height] = [meta.width ?? 0, meta.height ?? 0];
+  await sharp(bytes, { failOn: "warning", limitInputPixels: limits.maxPixels })
+    .extract({ left: width - 1, top: height - 1, width: 1, height: 1 }).raw().toBuffer();
 }
 
 /** Decode, check and re-encode as RGB PNG, whatever the input. */
@@ -76,32 +98,31 @@ export async function reencode(bytes: Buffer, limits: FrameLimits): Promise<Buff
  * True for a PNG the trainer reads exactly as it reads its re-encoded copy: decodeRgb (src/train/images.ts) takes
  * 8-bit sRGB samples as they are and drops an alpha channel without compositing (as PIL's convert("RGB") does),
  * and so does the re-encode here, so RGB and RGBA give the same pixels either way (test/loop-frames.test.ts).
- * Every variant whose samples need converting is re-encoded, so that the conversion happens once, here, and no
- * reader's own converter can give other values: palette (lookup), grey (expansion), 16-bit (reduction to 8), an
- * ICC profile (a colour transform libvips applies and PIL does not). EXIF is dropped by the re-encode, so a frame
- * that has any keeps today's path: a reader that honours its orientation (transformers' load_image) would rotate
- * it. Interlaced frames are re-encoded because libvips decodes Adam7 into memory in full before the first row,
- * on every training read; re-encoding once makes those plain sequential decodes.
+ * Every variant whose samples need converting is re-encoded, so that the conversion is done once, here, by
+ * libvips, and the written frame does not depend on its reader's converter: palette (a lookup), grey (an
+ * expansion), 16-bit (a reduction to 8 bits), an ICC profile (a colour transform: libvips applies it, PIL does
+ * not). The re-encode drops EXIF, so a frame that has any is re-encoded: a reader that honours its orientation
+ * (transformers' load_image) would turn it. Interlaced frames are re-encoded because libvips decodes Adam7 in
+ * full into memory before the first row, on every training read, and decodeToLastPixel needs rows in order.
  */
 function passesThrough(meta: sharp.Metadata, bytes: Buffer): boolean {
   return meta.format === "png" && meta.space === "srgb" && meta.depth === "uchar" && meta.bitsPerSample === 8
     && (meta.channels === 3 || meta.channels === 4) && meta.isPalette !== true && meta.isProgressive !== true
-    && meta.hasProfile !== true && meta.exif === undefined && plainChunksBeforeImageData(bytes);
+    && meta.hasProfile !== true && meta.exif === undefined && onlyPlainChunks(bytes);
 }
 
 /**
- * Walks the chunk headers up to the first IDAT (8-byte signature, then length, type, data, CRC each). Hand-read
- * because sharp's metadata does not report gAMA, cHRM, cICP, sBIT or tRNS-on-RGB; the PNG specification puts every
- * chunk that qualifies colour before IDAT, so the walk never reads image data. A malformed header is "not plain":
- * the re-encode path then reports what is wrong.
+ * Walks the chunk list (after the 8-byte signature: length, type, data, CRC each) up to IEND, reading only lengths
+ * and types. Hand-read because sharp's metadata reports none of the chunks PLAIN_CHUNKS leaves out but iCCP and
+ * eXIf, and reads only the header, where an eXIf after the image data is not seen. A list that runs off the
+ * end (a truncated file) is not plain either: the re-encode path then decides, and what it writes is whole.
  */
-function plainChunksBeforeImageData(png: Buffer): boolean {
-  for (let at = 8; at + 8 <= png.length;) {
-    const length = png.readUInt32BE(at);
+function onlyPlainChunks(png: Buffer): boolean {
+  for (let at = 8; at + 12 <= png.length;) {
     const type = png.toString("latin1", at + 4, at + 8);
-    if (type === "IDAT") return true;
     if (!PLAIN_CHUNKS.has(type)) return false;
-    at += 12 + length;
+    if (type === "IEND") return true;
+    at += 12 + png.readUInt32BE(at);
   }
   return false;
 }
