@@ -87,9 +87,9 @@ export class Admission {
     const { ctx } = this;
     const rollout = parseRollout(msg.data, this.#validate);
     checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
-    await this.#checkDuplicate(rollout.id, msg.seq);
-    this.#inflightIds.set(rollout.id, msg.seq);
+    this.#claimId(rollout.id, msg.seq);
     try {
+      await this.#checkConsumed(rollout.id, msg.seq);
       await this.#materialise(rollout, msg.seq);
       if (ctx.stopping) return ctx.held.nak([msg.seq]);
       ctx.buffer.add({ seq: msg.seq, id: rollout.id, group: rollout.group, rows: rollout.steps.length, rollout }, Date.now());
@@ -102,18 +102,22 @@ export class Admission {
     if (ctx.buffer.size >= 2) await pausePoint("intake", this.openRound(), ctx.log);
   }
 
-  /** The id must not be in the open or training round, being judged, or consumed within intake.duplicateWindowS. */
-  async #checkDuplicate(id: string, seq: number) {
+  /** The id must not be in the open or training round or being judged: claimed synchronously, so that two copies
+   *  judged at once cannot both pass. */
+  #claimId(id: string, seq: number) {
     const { ctx } = this;
-    const duplicate = (where: string) =>
-      new RolloutRejectedError("duplicate_id", `rollout id ${JSON.stringify(id)} (seq ${seq}) was already ${where}`);
     const inflight = this.#inflightIds.get(id);
     if ([...ctx.reserved.values()].includes(id) || ctx.buffer.hasId(id) || (inflight !== undefined && inflight !== seq)) {
-      throw duplicate("taken into a round under another stream sequence");
+      throw duplicateId(id, seq, "taken into a round under another stream sequence");
     }
-    if (ctx.applied.hasId(id)) throw duplicate("consumed by a committed round");
-    const consumed = await ctx.consumedIds.seqOf(id);
-    if (consumed !== null && consumed !== seq) throw duplicate(`consumed under stream sequence ${consumed} (within intake.duplicateWindowS)`);
+    if (ctx.applied.hasId(id)) throw duplicateId(id, seq, "consumed by a committed round");
+    this.#inflightIds.set(id, seq);
+  }
+
+  /** Nor consumed within intake.duplicateWindowS (the KV memory, across restarts). */
+  async #checkConsumed(id: string, seq: number) {
+    const consumed = await this.ctx.consumedIds.seqOf(id);
+    if (consumed !== null && consumed !== seq) throw duplicateId(id, seq, `consumed under stream sequence ${consumed} (within intake.duplicateWindowS)`);
   }
 
   /** All steps at once (decoding runs on libuv's pool, a rollout's frames overlap); the reported failure is the
@@ -157,4 +161,8 @@ export class Admission {
     this.#lastErrors.set(seq, message.slice(0, 300));
     if (this.#lastErrors.size > LAST_ERRORS_KEPT) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
   }
+}
+
+function duplicateId(id: string, seq: number, where: string): RolloutRejectedError {
+  return new RolloutRejectedError("duplicate_id", `rollout id ${JSON.stringify(id)} (seq ${seq}) was already ${where}`);
 }

@@ -9,7 +9,8 @@
 //   FAKE_TRAINER_FAIL_ROUNDS / FAKE_TRAINER_NAN_ROUNDS: comma-separated round folder names ("000002") to fail / to
 //     report NaN statistics for (a failing round whose probe trains: the daemon isolates its rows);
 //   FAKE_TRAINER_FAIL_WHILE: a file; every job (the probe too) fails while it exists (a broken trainer or host);
-//   FAKE_TRAINER_POISON: a step name; a job whose rows hold it crashes (a rollout that breaks training).
+//   FAKE_TRAINER_POISON: a step name; a job whose rows hold it crashes (a rollout that breaks training);
+//   FAKE_TRAINER_SLEEP_MS: every job takes this long (a daemon can be killed while it trains).
 // `fake-trainer.mjs init DIR` writes an initial adapter.
 import { mkdirSync, readFileSync, writeFileSync, renameSync, existsSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -79,6 +80,7 @@ if (process.env.FAKE_TRAINER_FAIL_WHILE && existsSync(process.env.FAKE_TRAINER_F
   process.exit(5);
 }
 
+if (process.env.FAKE_TRAINER_SLEEP_MS) await new Promise((r) => setTimeout(r, Number(process.env.FAKE_TRAINER_SLEEP_MS)));
 const rows = readFileSync(a.data, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
 const poison = process.env.FAKE_TRAINER_POISON;
 if (poison && rows.some((r) => r.name === poison)) { console.error(`fake-trainer: row named ${poison} breaks training`); process.exit(6); }
