@@ -10,7 +10,7 @@ import { isAbsolute, resolve, sep } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
 import sharp from "sharp";
 import { RolloutRejectedError } from "./errors.js";
-import type { ImageRef } from "./schema.js";
+import type { ImageRef } from "../contract/index.js";
 
 export interface FrameLimits {
   /** absolute frame roots; a {path} frame must resolve inside one of them (symlinks followed) */
