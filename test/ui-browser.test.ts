@@ -172,7 +172,8 @@ describe("ui - in a real browser, against a running daemon", () => {
 
   test("ui - a screenshot after a few rounds (docs/ui.png)", async () => {
     for (const round of [5, 6]) await playRound(round);
-    await page.waitForFunction(() => window.rlloopUi.plotted().pg_loss?.x.includes(6));
+    // settled: the daemon's stats say round 6 is committed and it is buffering again
+    await page.waitForFunction(() => window.rlloopUi.view()?.live.committedRound === 6 && window.rlloopUi.view()?.live.phase === "intake");
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
     expect(errors).toEqual([]);
   });

@@ -6,7 +6,7 @@ import { describe, expect, test, vi } from "vitest";
 import { checkAccess, isLoopbackHost, LOOPBACK_HOSTS, TOKEN_COOKIE } from "../src/tools/ui/access.js";
 import type { UiPatch, UiSnapshot } from "../src/tools/ui/model.js";
 import { decodeView, encodeView } from "../src/tools/ui/view-codec.js";
-import { rejectionColumns } from "../src/tools/ui/page/charts.js";
+import { rejectionColumns, tickLabels } from "../src/tools/ui/page/charts.js";
 import { num } from "../src/tools/ui/page/format.js";
 import { applyPatch } from "../src/tools/ui/page/view-state.js";
 import { RewardTally } from "../src/tools/ui/reward.js";
@@ -143,6 +143,17 @@ describe("ui - rejection plot", () => {
     const cols = rejectionColumns(many, ["a", "b"], 0);
     expect(cols.x.length).toBeLessThanOrEqual(601);
     expect((cols.series.a?.at(-1) ?? 0) + (cols.series.b?.at(-1) ?? 0)).toBe(50_000);
+  });
+});
+
+describe("ui - axis ticks", () => {
+  test.each([
+    [[0.0005, 0.00075, 0.001], 0.00025, ["0.00050", "0.00075", "0.00100"]],
+    [[0, 0.5, 1], 0.5, ["0.0", "0.5", "1.0"]],
+    [[-20, 0, 20], 20, ["-20", "0", "20"]],
+    [[7.5, 10], 2.5, ["7.5", "10.0"]],
+  ])("ticks %j in steps of %s read %j", (ticks, step, labels) => {
+    expect(tickLabels(null as never, ticks, 1, 0, step)).toEqual(labels);
   });
 });
 

@@ -1,4 +1,5 @@
 // `rlloop demo`: the loop end to end at toy size on the CPU (src/loop/demo.ts says what runs).
+import { join } from "node:path";
 import { Command } from "commander";
 import { positiveInt } from "./options.js";
 
@@ -11,10 +12,18 @@ export function registerDemoCommand(program: Command): void {
       .option("--work <dir>", "work folder: model (kept), rounds and nats store (started afresh each run) (default: runs/demo)", "runs/demo")
       .option("--seed <n>", "simulation and trainer seed (default: 0)", Number, 0)
       .option("--round-timeout <s>", "give up on a round after this many seconds (default: 900)", positiveInt("--round-timeout"), 900)
-      .action(async (opts: { rounds: number; rows: number; work: string; seed: number; roundTimeout: number }) => {
+      .option("--ui", "serve the web dashboard of the loop on loopback while it runs, and its final state afterwards until Ctrl-C", false)
+      .option("--ui-port <n>", "the dashboard's port (default: 9465)", positiveInt("--ui-port"), 9465)
+      .action(async (opts: { rounds: number; rows: number; work: string; seed: number; roundTimeout: number; ui: boolean; uiPort: number }) => {
         const { runDemo } = await import("../demo.js");
-        const rounds = await runDemo({ rounds: opts.rounds, rowsPerRound: opts.rows, workDir: opts.work, seed: opts.seed, roundTimeoutS: opts.roundTimeout });
-        process.stdout.write(`${formatRounds(rounds)}\n`);
+        const demo = runDemo({ rounds: opts.rounds, rowsPerRound: opts.rows, workDir: opts.work, seed: opts.seed, roundTimeoutS: opts.roundTimeout });
+        demo.catch(() => {}); // awaited below; this only keeps a failure while the dashboard starts from counting as unhandled
+        // "demo" is the demo's policy (src/loop/demo.ts)
+        const ui = opts.ui
+          ? await (await import("../../tools/ui/demo.js")).serveDemoUi({ workDir: join(opts.work, "loop"), policy: "demo", port: opts.uiPort, rowsPerRound: opts.rows, demo })
+          : null;
+        process.stdout.write(`${formatRounds(await demo)}\n`);
+        await ui?.afterDemo();
       }),
   );
 }

@@ -71,7 +71,7 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
     }
   })();
   void followConnection(nc, store, stopping.signal);
-  void askStatus(nc, names.status, opts.requestTimeoutMs, store);
+  void askStatus(nc, names.status, opts.requestTimeoutMs, store, stopping.signal);
   void followState(nc, opts.policy, store, stopping.signal, stoppers);
 
   const js = jetstream(nc);
@@ -272,13 +272,19 @@ async function followConnection(nc: NatsConnection, store: UiStore, signal: Abor
   }
 }
 
-async function askStatus(nc: NatsConnection, subject: string, timeoutMs: number, store: UiStore): Promise<void> {
-  try {
-    const event = StatsEvent.safeParse(parseJson((await nc.request(subject, "", { timeout: timeoutMs })).string()));
-    // live stats may have come first; they are newer than an answer to a request sent before them
-    if (event.success && store.liveNow().statsAtMs === null) store.live(liveFromStats(event.data));
-  } catch (err) {
-    if (store.liveNow().statsAtMs === null) store.live({ notice: `no answer from ${subject} (is the daemon running?): ${(err as Error).message}` });
+/** Asks the daemon's service for its snapshot until it answers or stats arrive (a daemon still starting has its
+ *  service up only once it has recovered its state, and stats may be many seconds apart). */
+async function askStatus(nc: NatsConnection, subject: string, timeoutMs: number, store: UiStore, signal: AbortSignal): Promise<void> {
+  while (!signal.aborted && store.liveNow().statsAtMs === null) {
+    try {
+      const event = StatsEvent.safeParse(parseJson((await nc.request(subject, "", { timeout: timeoutMs })).string()));
+      // live stats may have come first; they are newer than an answer to a request sent before them
+      if (event.success && store.liveNow().statsAtMs === null) store.live({ ...liveFromStats(event.data), notice: null });
+      return;
+    } catch (err) {
+      if (store.liveNow().statsAtMs === null) store.live({ notice: `no answer from ${subject} (is the daemon running?): ${(err as Error).message}` });
+    }
+    await new Promise((r) => setTimeout(r, RETRY_MS).unref());
   }
 }
 

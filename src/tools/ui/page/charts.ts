@@ -141,7 +141,8 @@ export class Charts {
     for (const spec of CHARTS) {
       const summary = h("p", { class: "summary", id: `summary-${spec.id}` });
       const holder = h("div", { class: "plot" });
-      const figure = h("figure", { id: `chart-${spec.id}`, "aria-describedby": summary.id }, h("figcaption", {}, spec.title), holder, summary);
+      const figure = h("figure", { id: `chart-${spec.id}`, "aria-describedby": summary.id, "data-empty": "true" },
+        h("figcaption", {}, spec.title), h("p", { class: "no-data" }, "no data yet"), holder, summary);
       root.append(figure);
       resize.observe(holder);
     }
@@ -165,6 +166,8 @@ export class Charts {
         chart.plotted = plotted;
       }
       chart.summary.textContent = summarise(spec, plotted);
+      // an empty plot would draw meaningless axes (a time axis around 1970): the caption says "no data yet" instead
+      (holder.parentElement as HTMLElement).dataset.empty = String(plotted.x.length === 0);
     }
   }
 
@@ -185,12 +188,13 @@ export class Charts {
         // one point (or one round) would otherwise stretch the axis over years
         x: { time: spec.time === true, range: (_u, min, max) => (min === max ? [min - (spec.time ? 60 : 1), max + (spec.time ? 60 : 1)] : [min, max]) },
         // a constant series (a clip fraction of 0) would otherwise get uPlot's 0..100
-        y: { range: (_u, min, max) => (min === max ? [min - (Math.abs(min) / 2 || 1), max + (Math.abs(max) / 2 || 1)] : [min, max]) },
+        y: { range: (_u, min, max) => (min === max ? uPlot.rangeNum(min - (Math.abs(min) / 2 || 1), max + (Math.abs(max) / 2 || 1), 0.1, true) : uPlot.rangeNum(min, max, 0.1, true)) },
         ...(right ? { right: { auto: true } } : {}),
       },
       axes: [
-        { ...axis, label: spec.xLabel, labelSize: 18 },
-        { ...axis, label: spec.yLabel, labelSize: 18, size: 64, values: (_u, ticks) => ticks.map((t) => num(t, 3)) },
+        // rounds are whole numbers: no tick at round 1.5
+        { ...axis, label: spec.xLabel, labelSize: 18, ...(spec.time ? {} : { incrs: ROUND_STEPS }) },
+        { ...axis, label: spec.yLabel, labelSize: 18, size: 64, values: tickLabels },
         ...(right ? [{ ...axis, scale: "right", side: 1, grid: { show: false }, label: spec.rightLabel ?? "", labelSize: 18, size: 56 }] : []),
       ],
       series: [
@@ -208,14 +212,29 @@ export class Charts {
       legend: { live: true },
       // the legend shows the newest values unless the cursor points at others
       hooks: {
-        setData: [(u) => u.setLegend({ idx: u.data[0].length - 1 })],
+        setData: [(u) => showNewest(u)],
         setCursor: [(u) => {
-          if (u.cursor.idx === null || u.cursor.idx === undefined) u.setLegend({ idx: u.data[0].length - 1 });
+          if (u.cursor.idx === null || u.cursor.idx === undefined) showNewest(u);
         }],
       },
       cursor: { drag: { x: true, y: false } },
     };
   }
+}
+
+/** Tick labels with as many decimals as the tick step needs (a KL axis in steps of 0.00025 must not read
+ *  "0.001, 0.001, 0.001"). */
+export function tickLabels(_u: uPlot, ticks: number[], _axis: number, _space: number, step: number): string[] {
+  const magnitude = Math.floor(Math.log10(step) + 1e-9);
+  const mantissa = step / 10 ** magnitude;
+  const decimals = Math.min(12, Math.max(0, -magnitude + (Math.abs(mantissa - Math.round(mantissa)) > 1e-6 ? 1 : 0)));
+  return ticks.map((t) => (Math.abs(t) >= 1e6 ? t.toExponential(2) : t.toFixed(decimals)));
+}
+
+const ROUND_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000];
+
+function showNewest(u: uPlot): void {
+  if (u.data[0].length > 0) u.setLegend({ idx: u.data[0].length - 1 });
 }
 
 /** One sentence for screen readers (and the tests): the newest value of each series. */
