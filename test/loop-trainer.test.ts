@@ -1,12 +1,13 @@
 // The daemon with the real trainer, on its default path: the resident trainer (trainer.resident, no
 // trainer.command; src/loop/resident-trainer.ts) running src/train's PPO in a rank process that keeps the tiny
-// Qwen3.5 fixture of the trainer suites loaded (CPU, fp32), flags from trainer.args. Three rounds of 8 rows (frames
+// Qwen3.5 fixture of the trainer suites loaded (CPU, fp32), configured by the typed trainer fields. Three rounds of 8 rows (frames
 // of different sizes): each trained, gated, committed and published, each continuing the previous round's adapter.
 // Every published adapter, read back from the object store, loads in PEFT (transformers' model, fp32 eager) and gives
 // the native module's log-probs on its round's rows within 1e-4. `rlloop replay --round 2 --train`, with the same
-// config (so the same trainer.args), rebuilds train.jsonl with the manifest's sha256 and re-trains round 2 from round
+// config (so the same trainer fields), rebuilds train.jsonl with the manifest's sha256 and re-trains round 2 from round
 // 1's adapter with the one-shot CLI trainer: its adapter equals the committed one (each LoRA tensor's update within
-// 1e-6 relative; bit-identical in practice).
+// 1e-6 relative; bit-identical in practice). Last, the real trainer made to diverge (trainer.lr 1e30) writes NaN
+// statistics that reach the health gate as NaN: the round is committed as rejected, its rollouts acked as used.
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -164,5 +165,31 @@ describe("loop - with the real trainer (resident, tiny model, CPU)", () => {
     const identical = readFileSync(join(out, "adapter", "adapter_model.safetensors")).equals(readFileSync(join(adapterOf(2), "adapter_model.safetensors")));
     figure(`replay round 2 (${identical ? "bit-identical" : "not bit-identical"}): LoRA update vs committed, worst relative L2`, worst, REPLAY_RTOL);
     expect(await states.read()).toEqual(stateBefore);
+  });
+
+  it("a diverging real trainer (trainer.lr 1e30) is gated: NaN statistics survive stats.json, the round is rejected, its rollouts acked", async () => {
+    await daemon.stop();
+    const diverging = { ...overrides, trainer: { ...overrides.trainer, lr: 1e30 } };
+    daemon = new Daemon({ config: parseConfig(env.config(diverging)) });
+    await daemon.start();
+    await publishRound(ROUNDS + 1);
+    const manifest = await waitFor("the diverged round committed", async () => {
+      const m = await readManifest(roundDir(env.workDir, POLICY, ROUNDS + 1)).catch(() => null);
+      return m?.status === "committed" ? m : null;
+    }, 300_000);
+    expect(manifest.outcome).toBe("rejected");
+    expect(manifest.reason).toMatch(/^(pg_loss|kl) is not finite \(NaN\)$/);
+    expect(manifest.stats?.pg_loss).toBeNaN();
+    const stats = readFileSync(join(roundDir(env.workDir, POLICY, ROUNDS + 1), "adapter.rejected", "stats.json"), "utf8");
+    expect(stats).toContain('"pg_loss":"NaN"');
+    const state = await (await StateStore.open(env.nc, POLICY, 1)).read();
+    expect(state?.record).toMatchObject({ round: ROUNDS + 1, outcome: "rejected", adapter: { round: ROUNDS } });
+    const info = await waitFor("rollouts acked", async () => {
+      const i = await env.jsm.consumers.info("RLLOOP_ROLLOUTS", "rlloop-bt");
+      return i.num_ack_pending === 0 && i.num_pending === 0 ? i : null;
+    });
+    expect(info.num_ack_pending).toBe(0);
+    expect(await eventsOn(env.jsm, subjects(POLICY).rejected)).toEqual([]);
+    expect((await published()).map((a) => a.round)).toEqual([1, 2, 3]);
   });
 });

@@ -1,21 +1,9 @@
 // NATS names of the loop: streams, buckets, the subject tree of one policy, message ids, the consumer. Every
 // process that talks to the loop (daemon, rollout workers, reloader, monitors) takes its names from here.
 //
-// The subject tree of policy <p>. The event's kind is the last tokens of its subject, so a monitor filters on the
-// server (`rlloop.<p>.round.>`, `rlloop.*.adapter.published`) instead of parsing every payload:
-//
-// | subject                          | carries                      | by         | kept in          |
-// |----------------------------------|------------------------------|------------|------------------|
-// | rlloop.<p>.rollouts              | RolloutCompleted             | workers    | RLLOOP_ROLLOUTS  |
-// | rlloop.<p>.rollout.rejected      | RolloutRejected              | daemon     | RLLOOP_EVENTS    |
-// | rlloop.<p>.round.<kind>          | RoundEvent of type round.<kind> | daemon  | RLLOOP_EVENTS    |
-// | rlloop.<p>.adapter.published     | AdapterPublished             | daemon     | RLLOOP_EVENTS    |
-// | rlloop.<p>.replica.<kind>        | ReplicaEvent (loaded, load_failed) | reloader | RLLOOP_EVENTS |
-// | rlloop.<p>.stats                 | StatsEvent, every observe.statsIntervalS | daemon | core NATS only |
-// | rlloop.<p>.svc.status            | request → StatsEvent         | daemon's micro service | - |
-// | rlloop.<p>.svc.rounds            | request {limit} → RoundSummary[] | daemon's micro service | - |
-//
-// docs/daemon.md shows the same table; test/contract-docs.test.ts keeps the two equal.
+// The subject tree is documented in one table, docs/daemon.md "NATS names" (test/contract-docs.test.ts keeps it
+// equal to these functions): the event's kind is the last tokens of its subject, so a monitor filters on the server
+// (`rlloop.<p>.round.>`, `rlloop.*.adapter.published`) instead of parsing every payload.
 
 /** JetStream stream holding the rollouts of every policy, retained by limits so rounds can be replayed. */
 export const ROLLOUT_STREAM = "RLLOOP_ROLLOUTS";
