@@ -20,7 +20,8 @@ import { loadUiAssets, type UiAsset } from "../src/tools/ui/assets.js";
 import { buildUi } from "../src/tools/ui/build.js";
 import type { UiPatch, UiSnapshot } from "../src/tools/ui/model.js";
 import { decodeView } from "../src/tools/ui/view-codec.js";
-import { startUiServer, uiHandler, type UiServer } from "../src/tools/ui/server.js";
+import { mountUi } from "../src/tools/ui/mount.js";
+import { startUiServer, type UiServer } from "../src/tools/ui/server.js";
 import { startUiSource, type UiSource } from "../src/tools/ui/source.js";
 import type { UiStore } from "../src/tools/ui/store.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
@@ -252,11 +253,12 @@ describe("ui - source, against a real nats-server", () => {
     }
   });
 
-  test("server - the handler mounts under a base path beside other routes", async () => {
-    const handler = uiHandler({ store: source.store, basePath: "/ui/", assets });
+  test("server - mountUi puts the page under a base path of another server, beside its routes", async () => {
+    const ui = await mountUi(nc, { policy: P, source: server.url, host: "127.0.0.1", assets, requestTimeoutMs: 300 });
+    await ui.caughtUp;
     const { createServer } = await import("node:http");
     const http = createServer((req, res) => {
-      if (!handler(req, res)) res.writeHead(200).end("metrics");
+      if (!ui.handle(req, res)) res.writeHead(200).end("metrics");
     });
     await new Promise<void>((r) => http.listen(0, "127.0.0.1", () => r()));
     const base = `http://127.0.0.1:${(http.address() as { port: number }).port}`;
@@ -265,8 +267,10 @@ describe("ui - source, against a real nats-server", () => {
       const bare = await fetch(`${base}/ui`, { redirect: "manual" });
       expect([bare.status, bare.headers.get("location")]).toEqual([308, "/ui/"]);
       expect(await (await fetch(`${base}/ui/`)).text()).toContain("./assets/");
+      const snap = decodeView<UiSnapshot>(await (await fetch(`${base}/ui/api/snapshot`)).text());
+      expect(snap.rounds.length).toBeGreaterThanOrEqual(42);
     } finally {
-      handler.close();
+      await ui.stop();
       http.closeAllConnections();
       await new Promise((r) => http.close(r));
     }
