@@ -8,9 +8,11 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export type Device = "cpu" | `cuda:${number}`;
-export type DType = "float32" | "bfloat16"; // compute dtype of the base model; LoRA masters are always float32
-export type Checkpointing = "on" | "off" | "auto"; // per decoder layer
+import type { Checkpointing, Device, DType } from "./contract/index.js";
+
+// device, compute dtype of the base model (LoRA masters are always float32), checkpointing per decoder layer: the
+// trainer job's own types (src/contract/job.ts)
+export type { Checkpointing, Device, DType };
 
 export interface LoadOptions {
   device?: Device;

@@ -19,6 +19,10 @@ const positiveInt = () => z.number().int({ error: "must be an integer" }).positi
 const positive = () => z.number({ error: "must be a finite number" }).positive({ error: "must be a positive number" });
 const path = (what: string) => z.string().min(1).meta({ description: what });
 
+/** What a caller chooses (a CLI flag, the daemon's trainer.device); a rank then runs on cpu or cuda:<rank>. */
+export const DeviceKind = z.enum(["cuda", "cpu"]).meta({ description: "cuda or cpu" });
+export type DeviceKind = z.infer<typeof DeviceKind>;
+
 export type Device = "cpu" | `cuda:${number}`;
 export const Device = z.custom<Device>((v) => typeof v === "string" && /^(cpu|cuda:\d+)$/.test(v), { error: "must be cpu or cuda:<index>" })
   .meta({ description: "cpu or cuda:<index>", type: "string", pattern: "^(cpu|cuda:\\d+)$" });

@@ -4,7 +4,7 @@
 // input errors need no libtorch), runs one rank in this process or N rank processes (resident.ts), and prints input
 // errors as one line with a non-zero exit.
 import { Command, InvalidArgumentError, Option } from "commander";
-import { JOB_DEFAULTS, TrainJob, type Checkpointing, type DType, type JobKind, type ModelSpec } from "../contract/index.js";
+import { Checkpointing, DeviceKind, DType, JOB_DEFAULTS, JobKind, TrainJob, type ModelSpec } from "../contract/index.js";
 import { logger } from "../log.js";
 import { TrainInputError, isTrainInputError } from "./errors.js";
 import { checkJobFiles, checkRows, resolveModel } from "./job-inputs.js";
@@ -35,7 +35,7 @@ export function registerTrainCommand(program: Command): void {
   const train = program
     .command("train")
     .description("train the policy's LoRA adapter once (the seed trainer's sft and ppo modes)");
-  for (const kind of ["sft", "ppo"] as const) train.addCommand(trainSubcommand(kind));
+  for (const kind of Object.keys(JobKind) as JobKind[]) train.addCommand(trainSubcommand(kind));
 }
 
 function trainSubcommand(kind: JobKind): Command {
@@ -68,9 +68,9 @@ function trainOptions(kind: JobKind): Command {
     .option("--batch <n>", `rows per rank per forward (default: ${JOB_DEFAULTS.batch})`, positiveInt("--batch"), JOB_DEFAULTS.batch)
     .option("--seed <n>", `row order${kind === "sft" ? " and the new adapter's initialisation" : ""} (default: ${JOB_DEFAULTS.seed})`, nonNegativeInt("--seed"), JOB_DEFAULTS.seed)
     .option("--gpus <n>", "rank processes, one per GPU (default: all visible GPUs; 1 on CPU)", positiveInt("--gpus"))
-    .addOption(new Option("--device <kind>", "cuda or cpu (default: cuda when a GPU is visible)").choices(["cuda", "cpu"]))
-    .addOption(new Option("--dtype <t>", "compute dtype of the base model (default: bfloat16 on cuda, float32 on cpu)").choices(["bfloat16", "float32"]))
-    .addOption(new Option("--checkpointing <mode>", "activation checkpointing per decoder layer (default: auto)").choices(["on", "off", "auto"]).default("auto"))
+    .addOption(new Option("--device <kind>", "cuda or cpu (default: cuda when a GPU is visible)").choices(DeviceKind.options))
+    .addOption(new Option("--dtype <t>", "compute dtype of the base model (default: bfloat16 on cuda, float32 on cpu)").choices(DType.options))
+    .addOption(new Option("--checkpointing <mode>", "activation checkpointing per decoder layer (default: auto)").choices(Checkpointing.options).default("auto"))
     .option("--prompt <file>", "Jinja template of the user prompt over name and memory (default: docs/trainer.md)");
   if (kind === "sft") {
     cmd

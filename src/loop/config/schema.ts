@@ -2,7 +2,7 @@
 // tables, config/default.json and schema/config.schema.json are generated from it (scripts/gen-schemas.ts; a test
 // fails when they are stale). Unknown keys and wrong types fail by name.
 import { z } from "zod";
-import { AdvantageEstimator, POLICY_NAME } from "../../contract/index.js";
+import { AdvantageEstimator, Checkpointing, DeviceKind, DType, POLICY_NAME } from "../../contract/index.js";
 
 const doc = <T extends z.ZodType>(schema: T, description: string): T => schema.meta({ description }) as T;
 const positiveInt = () => z.number().int({ error: "must be an integer" }).positive({ error: "must be a positive integer" });
@@ -102,10 +102,10 @@ const Trainer = z.strictObject({
   resident: doc(z.boolean().default(true), "keep the trainer's rank processes (and the base model on the GPUs) alive between rounds; false = start `rlloop train ppo` per round (pays the model load every round). Ignored when `trainer.command` is set"),
   command: doc(z.array(z.string()).min(1).nullable().default(null), "a custom per-round trainer command instead of rlloop's own, e.g. the seed: `[\"python\", \"bt_train.py\", \"ppo\"]`. It gets the seed's flags (`--data --adapter --ref --out --epochs --lr --batch --accumulation --seed`) and `trainer.extraArgs`, runs with the round folder as working directory, and must write the adapter and `stats.json` into `--out`"),
   extraArgs: doc(z.array(z.string()).default([]), "arguments appended to `trainer.command` (only with it)"),
-  device: doc(z.enum(["cuda", "cpu"]).nullable().default(null), "cuda or cpu; null = cuda when a GPU is visible"),
-  dtype: doc(z.enum(["bfloat16", "float32"]).nullable().default(null), "compute dtype of the base model; null = bfloat16 on cuda, float32 on cpu"),
+  device: doc(DeviceKind.nullable().default(null), "cuda or cpu; null = cuda when a GPU is visible"),
+  dtype: doc(DType.nullable().default(null), "compute dtype of the base model; null = bfloat16 on cuda, float32 on cpu"),
   gpus: doc(positiveInt().nullable().default(null), "rank processes, one per GPU; null = every GPU `trainer.env`'s CUDA_VISIBLE_DEVICES (or the host) shows, 1 on cpu"),
-  checkpointing: doc(z.enum(["on", "off", "auto"]).default("auto"), "activation checkpointing per decoder layer"),
+  checkpointing: doc(Checkpointing.default("auto"), "activation checkpointing per decoder layer"),
   epochs: doc(positiveInt().default(2), "passes over a round's rows"),
   lr: doc(z.number().positive().default(3e-6), "learning rate (constant, as the seed's PPO)"),
   batch: doc(positiveInt().default(16), "rows per rank per forward"),
