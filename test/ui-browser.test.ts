@@ -96,7 +96,8 @@ describe("ui - in a real browser, against a running daemon", () => {
   });
 
   test("ui - the page loads without console errors and plots the committed rounds' stats.json", async () => {
-    await page.waitForFunction(() => (window.rlloopUi.view()?.rounds ?? []).filter((r) => r.status === "published").length === 3);
+    await page.waitForFunction(() => (window.rlloopUi.view()?.rounds ?? []).filter((r) => r.status === "published").length === 3
+      && window.rlloopUi.plotted().pg_loss?.series.pg_loss?.filter((v) => v !== null).length === 3);
     const charts = await plotted(page);
     for (const round of [1, 2, 3]) {
       const stats = committedStats(round);
@@ -116,7 +117,12 @@ describe("ui - in a real browser, against a running daemon", () => {
   test("ui - a new round appears without a reload", async () => {
     await page.evaluate(() => ((window as unknown as { notReloaded: boolean }).notReloaded = true));
     await playRound(4);
-    await page.waitForFunction(() => window.rlloopUi.plotted().pg_loss?.x.includes(4) && window.rlloopUi.view()?.rounds.at(-1)?.status === "published");
+    // what is plotted, not only what the page knows: it redraws at most every 250 ms
+    await page.waitForFunction(() => {
+      const kl = window.rlloopUi.plotted().kl;
+      const at = kl?.x.indexOf(4) ?? -1;
+      return at >= 0 && kl?.series.kl?.[at] !== null && window.rlloopUi.view()?.rounds.at(-1)?.status === "published";
+    });
     expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
     const charts = await plotted(page);
     const at = charts.kl?.x.indexOf(4) ?? -1;
@@ -150,8 +156,7 @@ describe("ui - in a real browser, against a running daemon", () => {
       expect(r.count).toBe(values.length);
       expect(r.mean).toBeCloseTo(values.reduce((s, v) => s + v, 0) / values.length, 12);
     }
-    const charts = await plotted(page);
-    expect(charts.reward?.series.mean).toEqual(rewards.map((r) => r.mean));
+    await expect.poll(async () => (await plotted(page)).reward?.series.mean).toEqual(rewards.map((r) => r.mean));
   });
 
   test("ui - the adapter table shows each adapter's sha256, the gate's verdict and each replica's load", async () => {

@@ -36,7 +36,7 @@ export function registerUiCommand(program: Command): void {
       .option("--host <host>", "address to listen on; anything but loopback exposes the page to the network (default: 127.0.0.1)", "127.0.0.1")
       .option("--port <n>", `port to listen on, 0 = any free one (default: ${DEFAULT_UI_PORT})`, integer("--port", 0, 65535), DEFAULT_UI_PORT)
       .option("--token <token>", "require this token (open the page as /?token=…); prefer RLLOOP_UI_TOKEN, which ps does not show (default: none)")
-      .option("--reward-history <n>", "newest rollouts read back for the reward plot (default: 20000)", integer("--reward-history", 0), 20_000)
+      .option("--reward-history <n>", "newest rollouts read back for the reward plot; each is read whole, frames included (default: 5000)", integer("--reward-history", 0), 5000)
       .option("--timeout <ms>", "timeout of each request to the daemon's service (default: 2000)", integer("--timeout", 1), 2000)
       .action(async (flags: UiFlags) => {
         const { runUi } = await import("./run.js");

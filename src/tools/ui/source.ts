@@ -26,7 +26,8 @@ export interface UiSourceOptions {
   policy: string;
   /** where the data comes from, for the page's header (the NATS URL; never with credentials) */
   source: string;
-  /** newest rollouts read back for the reward plot (default 20,000); 0 = only new ones */
+  /** newest rollouts read back for the reward plot (default 5,000); 0 = only new ones. Each is read whole, inline
+   *  frames included: the default bounds what a monitor pulls over the network when it starts. */
   rewardHistory?: number;
   /** timeout of each request to the daemon's service (default 2000 ms) */
   requestTimeoutMs?: number;
@@ -51,7 +52,7 @@ const SUMMARY_LIMIT = 1000;
 const RETRY_MS = 2000;
 
 export async function startUiSource(nc: NatsConnection, options: UiSourceOptions): Promise<UiSource> {
-  const opts = { rewardHistory: 20_000, requestTimeoutMs: 2000, roundRows: null, statsIntervalS: null, flushMs: 100, ...options };
+  const opts = { rewardHistory: 5000, requestTimeoutMs: 2000, roundRows: null, statsIntervalS: null, flushMs: 100, ...options };
   const names = subjects(opts.policy);
   const store = new UiStore({
     policy: opts.policy, source: opts.source, flushMs: opts.flushMs, meanings: { phases: { ...Phase }, reasons: { ...RejectReason } },
@@ -246,7 +247,9 @@ async function followStream(jsm: JetStreamManager, consumers: { get(stream: stri
   if (!done) {
     // a filter that matched nothing from `start` on delivers nothing: the consumer's own count says so
     const ci = await consumer.info().catch(() => null);
-    if (ci && ci.num_pending === 0) target = ci.delivered.stream_seq;
+    // no answer: take the stored history as read rather than show "reading" forever (it is only a label)
+    if (ci === null) done = true;
+    else if (ci.num_pending === 0) target = ci.delivered.stream_seq;
     check();
   }
   return finished;

@@ -3,7 +3,7 @@
 // gets new columns with setData. Non-finite statistics are gaps on the plot (the tables say NaN).
 // `plotted()` returns exactly the columns handed to uPlot, for the browser test and anyone scripting the page.
 import uPlot from "uplot";
-import type { RejectionPoint, RoundPoint, UiSnapshot } from "../model.js";
+import type { ReasonRow, RejectionPoint, RoundPoint, UiSnapshot } from "../model.js";
 import { h } from "./dom.js";
 import { num } from "./format.js";
 
@@ -35,6 +35,8 @@ interface ChartSpec {
   time?: boolean;
   series: (view: UiSnapshot) => SeriesSpec[];
   columns: (view: UiSnapshot) => Plotted;
+  /** the parts of the view the chart is drawn from: unchanged parts (the same arrays) mean nothing to redraw */
+  deps: (view: UiSnapshot) => unknown[];
   /** uPlot bands: fill between two series (indices into `series`, 1-based as uPlot counts) */
   bands?: Array<[number, number]>;
 }
@@ -49,6 +51,7 @@ const finite = (v: number | null): number | null => (v !== null && Number.isFini
 function roundChart(id: string, title: string, yLabel: string, fields: Array<{ field: keyof RoundPoint; label: string; dash?: number[] }>): ChartSpec {
   return {
     id, title, xLabel: "round", yLabel,
+    deps: (view) => [view.rounds],
     series: () => fields.map((f, i) => ({ label: f.label, color: PALETTE[i] as string, ...(f.dash ? { dash: f.dash } : {}) })),
     columns: (view) => ({
       x: view.rounds.map((r) => r.round),
@@ -68,7 +71,7 @@ const CHARTS: ChartSpec[] = [
   roundChart("train_s", "Training time", "train_s (s)", [{ field: "train_s", label: "train_s" }]),
   roundChart("latency_s", "Round latency: closed → adapter announced", "latency (s)", [{ field: "latency_s", label: "latency_s" }]),
   {
-    id: "reward", title: "Episode reward by serving adapter", xLabel: "adapter round (0 = initial)", yLabel: "episode reward", rightLabel: "rollouts",
+    id: "reward", deps: (view) => [view.rewards], title: "Episode reward by serving adapter", xLabel: "adapter round (0 = initial)", yLabel: "episode reward", rightLabel: "rollouts",
     series: () => [
       { label: "mean", color: PALETTE[0] as string },
       { label: "95% low", color: "#7fb2d7", dash: [4, 3] },
@@ -88,41 +91,47 @@ const CHARTS: ChartSpec[] = [
   },
   {
     id: "rejections", title: "Rejected rollouts by reason (cumulative)", xLabel: "time (UTC)", yLabel: "rollouts rejected", time: true,
+    // redrawn every time as well: its last point is "now"
+    deps: (view) => [view.rejections, view.reasons, Math.floor(Date.now() / 10_000)],
     series: (view) => view.reasons.map((r, i) => ({ label: r.reason, color: PALETTE[i % PALETTE.length] as string, stepped: true })),
-    columns: (view) => rejectionColumns(view.rejections, view.reasons.map((r) => r.reason), Date.now()),
+    columns: (view) => rejectionColumns(view.rejections, view.reasons, Date.now()),
   },
 ];
 
 /** At most this many time points on the rejection plot: counts are cumulative, so bucketing loses no total. */
 const MAX_TIME_POINTS = 600;
 
-/** Cumulative counts per reason over time, carried on to `nowMs` so the steps reach the present. */
-export function rejectionColumns(rejections: RejectionPoint[], reasons: string[], nowMs: number): Plotted {
+/** Cumulative counts per reason over time, carried on to `nowMs` so the steps reach the present. The rejections
+ *  kept are the newest ones; what came before them is the reason's total minus what is kept, so the steps start
+ *  there and end at the total. */
+export function rejectionColumns(rejections: RejectionPoint[], reasons: ReasonRow[], nowMs: number): Plotted {
   const sorted = rejections.slice().sort((a, b) => a.atMs - b.atMs);
   const first = sorted[0]?.atMs ?? 0;
   const last = sorted.at(-1)?.atMs ?? 0;
   const width = Math.max(1, (last - first) / MAX_TIME_POINTS);
   const x: number[] = [];
-  const counts = new Map(reasons.map((r) => [r, 0]));
-  const series: Record<string, Column> = Object.fromEntries(reasons.map((r) => [r, []]));
+  const counts = new Map(reasons.map((r) => [r.reason, r.count]));
+  for (const rej of sorted) counts.set(rej.reason, (counts.get(rej.reason) ?? 0) - 1);
+  const series: Record<string, Column> = Object.fromEntries(reasons.map((r) => [r.reason, []]));
+  const point = (atS: number) => {
+    x.push(atS);
+    for (const r of reasons) series[r.reason]?.push(counts.get(r.reason) ?? 0);
+  };
   sorted.forEach((rej, i) => {
     counts.set(rej.reason, (counts.get(rej.reason) ?? 0) + 1);
     const next = sorted[i + 1];
     // one point per bucket (its last rejection), so a burst stays one step
     if (next !== undefined && Math.floor((next.atMs - first) / width) === Math.floor((rej.atMs - first) / width)) return;
-    x.push(rej.atMs / 1000);
-    for (const reason of reasons) series[reason]?.push(counts.get(reason) ?? 0);
+    point(rej.atMs / 1000);
   });
-  if (sorted.length > 0 && nowMs > last) {
-    x.push(nowMs / 1000);
-    for (const reason of reasons) series[reason]?.push(counts.get(reason) ?? 0);
-  }
+  if (sorted.length > 0 && nowMs > last) point(nowMs / 1000);
   return { x, series };
 }
 
 interface Live {
   spec: ChartSpec;
   plot: uPlot;
+  deps: unknown[];
   /** series labels the instance was built with (the rejection chart gains a series per new reason) */
   labels: string;
   plotted: Plotted;
@@ -150,6 +159,9 @@ export class Charts {
 
   update(view: UiSnapshot): void {
     for (const spec of CHARTS) {
+      const deps = spec.deps(view);
+      const previous = this.#live.get(spec.id);
+      if (previous && deps.length === previous.deps.length && deps.every((d, i) => d === previous.deps[i])) continue;
       const plotted = spec.columns(view);
       const series = spec.series(view);
       const labels = series.map((s) => s.label).join("\n");
@@ -159,11 +171,12 @@ export class Charts {
       if (!chart || chart.labels !== labels) {
         chart?.plot.destroy();
         const plot = new uPlot(this.#options(spec, series, holder), data, holder);
-        chart = { spec, plot, labels, plotted, summary: document.getElementById(`summary-${spec.id}`) as HTMLElement };
+        chart = { spec, plot, deps, labels, plotted, summary: document.getElementById(`summary-${spec.id}`) as HTMLElement };
         this.#live.set(spec.id, chart);
       } else {
         chart.plot.setData(data);
         chart.plotted = plotted;
+        chart.deps = deps;
       }
       chart.summary.textContent = summarise(spec, plotted);
       // an empty plot would draw meaningless axes (a time axis around 1970): the caption says "no data yet" instead

@@ -25,13 +25,19 @@ declare global {
 
 let view: UiSnapshot | null = null;
 let streamOk = true;
-let frame: number | null = null;
+/** a redraw is scheduled */
+let pending = false;
+/** Redraws at most this often: a busy loop patches every 100 ms, and redrawing 5,000-point plots that often would
+ *  keep a laptop's fan busy for no reader's benefit. */
+const MIN_REDRAW_MS = 250;
+let lastRender = 0;
 const charts = new Charts(byId("charts"));
 
 window.rlloopUi = { ready: false, firstDrawMs: null, view: () => view, plotted: () => charts.plotted() };
 
 function render(): void {
-  frame = null;
+  pending = false;
+  lastRender = performance.now();
   if (!view) return;
   const now = Date.now();
   renderHeader(view, now, streamOk);
@@ -44,7 +50,10 @@ function render(): void {
 }
 
 function schedule(): void {
-  frame ??= requestAnimationFrame(render);
+  if (pending) return;
+  pending = true;
+  const wait = Math.max(0, lastRender + MIN_REDRAW_MS - performance.now());
+  window.setTimeout(() => requestAnimationFrame(render), wait);
 }
 
 const events = new EventSource(new URL("api/events", window.location.href));
@@ -55,7 +64,6 @@ events.addEventListener("snapshot", (e) => {
   if (!window.rlloopUi.ready) performance.mark("rlloop:snapshot-decoded");
   streamOk = true;
   // a whole new view is drawn at once; waiting for the next frame only delays the first paint
-  if (frame !== null) cancelAnimationFrame(frame);
   render();
 });
 events.addEventListener("patch", (e) => {
