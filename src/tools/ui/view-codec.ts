@@ -23,15 +23,20 @@ const STATS: Partial<Record<(typeof TABLES)[number], readonly string[]>> = {
 const NON_FINITE = new Set(["NaN", "Infinity", "-Infinity"]);
 
 function toTable(rows: object[], stats: readonly string[]): Table {
-  const keys = [...new Set(rows.flatMap((row) => Object.keys(row)))];
-  const converted = new Set(stats);
-  return {
-    keys,
-    rows: rows.map((row) => keys.map((k) => {
-      const v = (row as Record<string, unknown>)[k];
-      return converted.has(k) && typeof v === "number" && !Number.isFinite(v) ? String(v) : v;
-    })),
-  };
+  // every row of a list is built by the same code, with the same keys: the first row's are the table's
+  const keys = rows.length > 0 ? Object.keys(rows[0] as object) : [];
+  const converted = keys.map((k) => stats.includes(k));
+  const out: unknown[][] = new Array(rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r] as Record<string, unknown>;
+    const values: unknown[] = new Array(keys.length);
+    for (let i = 0; i < keys.length; i++) {
+      const v = row[keys[i] as string];
+      values[i] = converted[i] && typeof v === "number" && !Number.isFinite(v) ? String(v) : v;
+    }
+    out[r] = values;
+  }
+  return { keys, rows: out };
 }
 
 function fromTable(table: Table, stats: readonly string[]): object[] {
