@@ -164,8 +164,9 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const healthy = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
     expect(healthy.health).toEqual({ status: "ok", cause: null, since: null });
     const failures = (await eventsOn<{ type: string; fault: string }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.attempt_failed");
-    expect(failures.length).toBeGreaterThan(0);
-    expect(new Set(failures.map((f) => f.fault))).toEqual(new Set(["trainer"]));
+    // blamed on the trainer while it was broken; an attempt that failed just before the repair may see the probe
+    // train and count as suspect rows, which costs one more try, never a rejection
+    expect(failures[0]?.fault).toBe("trainer");
   });
 
   it("a daemon killed again and again while it trains rejects no rollout; the round trains when it is let finish", async () => {
