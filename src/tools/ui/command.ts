@@ -33,11 +33,11 @@ export function registerUiCommand(program: Command): void {
       .option("--config <file>", "config JSON: policy, NATS connection, round.rows, observe.statsIntervalS (default: config/default.json)")
       .option("--nats <url>", "NATS server (default: config nats.url, else the daemon's own server)")
       .option("--policy <name>", "policy (default: config policy.name)")
-      .option("--host <host>", "address to listen on; anything but loopback exposes the page to the network (default: 127.0.0.1)", "127.0.0.1")
-      .option("--port <n>", `port to listen on, 0 = any free one (default: ${DEFAULT_UI_PORT})`, integer("--port", 0, 65535), DEFAULT_UI_PORT)
+      .option("--host <host>", "address to listen on; anything but loopback exposes the page to the network", "127.0.0.1")
+      .option("--port <n>", "port to listen on, 0 = any free one", integer("--port", 0, 65535), DEFAULT_UI_PORT)
       .option("--token <token>", "require this token (open the page as /?token=…); prefer RLLOOP_UI_TOKEN, which ps does not show (default: none)")
-      .option("--reward-history <n>", "newest rollouts read back for the reward plot; each is read whole, frames included (default: 5000)", integer("--reward-history", 0), 5000)
-      .option("--timeout <ms>", "timeout of each request to the daemon's service (default: 2000)", integer("--timeout", 1), 2000)
+      .option("--reward-history <n>", "newest rollouts read back for the reward plot; each is read whole, frames included", integer("--reward-history", 0), 5000)
+      .option("--timeout <ms>", "timeout of each request to the daemon's service in ms", integer("--timeout", 1), 2000)
       .action(async (flags: UiFlags) => {
         const { runUi } = await import("./run.js");
         await runUi(flags);
