@@ -1,0 +1,203 @@
+// The fault-injection campaign of docs/daemon.md "Faults": many cycles of kill and restart with good and bad rollouts
+// mixed, against a real nats-server, then a count of where every rollout ended. Each cycle publishes a batch (good
+// rollouts; bad ones the schema refuses, ones nested too deep, ones with a reward out of range, and poison rollouts
+// the trainer crashes on), starts the daemon, and does one of: SIGKILL the daemon after a random delay, SIGKILL the
+// trainer processes in the middle of a job (a rank killed from outside), break the trainer for a while (every job
+// fails, the probe too) and repair it, or let the cycle run. At the end a last daemon drains everything.
+// The invariant checked: every good rollout in exactly one committed round, every bad one in exactly one rejection
+// with its expected reason, no adapter announced twice.
+//   npx tsx bench/fault-injection.ts [--cycles 40] [--seed 7] [--trainer fake|real]
+// --trainer real runs the resident trainer (rank processes, the tests' tiny Qwen3.5 on CPU): slower, its kills hit
+// real rank processes; fake is the test double as a custom trainer.command (a killed "rank" is its process).
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { consumerName, ROLLOUT_STREAM, subjects, type AdapterPublished } from "../src/contract/index.js";
+import {
+  accounting, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type DaemonProcess, type LoopEnv,
+} from "../test/helpers/loop.js";
+import { trainFixture } from "../test/helpers/train-run.js";
+
+const { values: args } = parseArgs({
+  options: { cycles: { type: "string", default: "40" }, seed: { type: "string", default: "7" }, trainer: { type: "string", default: "fake" } },
+});
+const CYCLES = Number(args.cycles);
+const REAL = args.trainer === "real";
+const POISON = "target-poison";
+
+/** Small deterministic PRNG (mulberry32): the campaign is repeatable for a seed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const random = prng(Number(args.seed));
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T;
+
+type Expect = { id: string; seq: number; want: "trained" | string };
+
+async function batch(env: LoopEnv, cycle: number, expected: Expect[]): Promise<void> {
+  const size = 6 + Math.floor(random() * 6);
+  for (let i = 0; i < size; i++) {
+    // the real trainer has no rollout it crashes on: poison rollouts are the test double's
+    const kind = pick(REAL ? ["good", "good", "good", "good", "schema", "deep", "reward"] as const : ["good", "good", "good", "good", "schema", "deep", "reward", "poison"] as const);
+    const r = await makeRollout(`c${cycle}-${kind}`, i, { steps: 1 + Math.floor(random() * 2), adapterRound: 0 });
+    let payload: string;
+    let want: string = "trained";
+    if (kind === "schema") {
+      (r.steps[0] as { vllm_logp: number }).vllm_logp = 1;
+      want = "invalid_schema";
+    } else if (kind === "reward") {
+      r.reward = 1e200;
+      want = "reward_out_of_range";
+    } else if (kind === "poison") {
+      r.steps[0]!.name = POISON;
+      want = "poison";
+    }
+    payload = JSON.stringify(r);
+    if (kind === "deep") {
+      payload = payload.replace('"reward":', `"x":${"[".repeat(3000)}${"]".repeat(3000)},"reward":`);
+      want = "too_deep";
+    }
+    const seq = (await env.js.publish(subjects("bt").rollouts, payload, { msgID: r.id })).seq;
+    expected.push({ id: r.id, seq, want });
+  }
+}
+
+/** Pids of the processes under `pid` whose command line matches `pattern` (the trainer's processes). */
+function descendants(pid: number, pattern: RegExp): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // gone
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      try {
+        if (pattern.test(readFileSync(`/proc/${c}/cmdline`, "utf8"))) out.push(c);
+      } catch {
+        // gone
+      }
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function main() {
+  const env = await startLoopEnv();
+  const broken = join(env.dir, "trainer-broken");
+  const trainerEnv = { FAKE_TRAINER_POISON: POISON, FAKE_TRAINER_FAIL_WHILE: broken, FAKE_TRAINER_SLEEP_MS: "300", RLLOOP_LOG_LEVEL: "warn" };
+  let trainer: Record<string, unknown> = { env: trainerEnv, retryMinS: 0.3, retryMaxS: 2 };
+  let initial = env.initialAdapter;
+  if (REAL) {
+    const fx = await trainFixture();
+    initial = join(fx, "adapter");
+    trainer = { command: null, resident: true, model: join(fx, "model"), prompt: join(fx, "prompt.jinja"), device: "cpu", dtype: "float32", batch: 2, env: { RLLOOP_LOG_LEVEL: "warn" }, retryMinS: 0.3, retryMaxS: 2 };
+  }
+  const file = env.writeConfig({
+    adapter: { initial }, trainer, round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 1000 }, log: { level: "info" },
+  });
+  const expected: Expect[] = [];
+  const tally = { daemonKills: 0, trainerKills: 0, trainerBroken: 0, quiet: 0 };
+  const started = Date.now();
+  for (let cycle = 0; cycle < CYCLES; cycle++) {
+    await batch(env, cycle, expected);
+    const daemon: DaemonProcess = spawnDaemon(file);
+    await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started");
+    const action = pick(REAL ? ["daemon", "trainer", "quiet"] as const : ["daemon", "daemon", "trainer", "broken", "quiet"] as const);
+    if (action === "daemon") {
+      await sleep(200 + random() * 2500);
+      daemon.child.kill("SIGKILL");
+      tally.daemonKills++;
+    } else if (action === "trainer") {
+      const pattern = REAL ? /rank-process/ : /fake-trainer/;
+      const pids = await waitFor("a trainer process", () => {
+        const found = descendants(daemon.child.pid!, pattern);
+        return found.length > 0 ? found : null;
+      }, 20_000).catch(() => [] as number[]);
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // it finished first
+        }
+      }
+      if (pids.length > 0) tally.trainerKills++;
+      await sleep(1500);
+      daemon.child.kill("SIGTERM");
+    } else if (action === "broken") {
+      writeFileSync(broken, "");
+      await sleep(1500 + random() * 2000);
+      rmSync(broken, { force: true });
+      tally.trainerBroken++;
+      await sleep(1000);
+      daemon.child.kill("SIGTERM");
+    } else {
+      await sleep(2000);
+      daemon.child.kill("SIGTERM");
+      tally.quiet++;
+    }
+    await daemon.exited;
+    process.stderr.write(`cycle ${cycle + 1}/${CYCLES}: ${action}\n`);
+  }
+  // a last daemon drains everything
+  rmSync(broken, { force: true });
+  const last = spawnDaemon(file);
+  await waitFor("everything settled", async () => {
+    const info = await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName("bt")).catch(() => null);
+    return info && info.num_pending === 0 && info.num_ack_pending === 0 ? true : null;
+  }, 600_000);
+  await sleep(2000);
+  last.child.kill("SIGTERM");
+  await last.exited;
+
+  const acc = await accounting(env);
+  const rejectionsBySeq = new Map<number, string[]>();
+  for (const r of await eventsOn<{ seq: number; reason: string }>(env.jsm, subjects("bt").rejected)) {
+    rejectionsBySeq.set(r.seq, [...(rejectionsBySeq.get(r.seq) ?? []), r.reason]);
+  }
+  const wrong: string[] = [];
+  const counts = { good: 0, goodTrainedOnce: 0, bad: 0, badRejectedOnceAsExpected: 0 };
+  for (const e of expected) {
+    const rounds = acc.rounds.get(e.id) ?? [];
+    const rejections = rejectionsBySeq.get(e.seq) ?? [];
+    if (e.want === "trained") {
+      counts.good++;
+      if (rounds.length === 1 && rejections.length === 0) counts.goodTrainedOnce++;
+      else wrong.push(`${e.id}: rounds ${JSON.stringify(rounds)}, rejections ${JSON.stringify(rejections)}`);
+    } else {
+      counts.bad++;
+      if (rounds.length === 0 && rejections.length === 1 && rejections[0] === e.want) counts.badRejectedOnceAsExpected++;
+      else wrong.push(`${e.id} (want ${e.want}): rounds ${JSON.stringify(rounds)}, rejections ${JSON.stringify(rejections)}`);
+    }
+  }
+  const adapters = await eventsOn<AdapterPublished>(env.jsm, subjects("bt").adapterPublished);
+  const announcedTwice = adapters.length - new Set(adapters.map((a) => a.round)).size;
+  const report = {
+    trainer: REAL ? "real (resident ranks, tiny model, CPU)" : "fake (test double)", cycles: CYCLES, seed: Number(args.seed), ...tally,
+    ...counts, rounds: new Set([...acc.rounds.values()].flat()).size, emptyRounds: acc.emptyRounds.length, adapters: adapters.length, announcedTwice,
+    wrong: wrong.length, minutes: Number(((Date.now() - started) / 60_000).toFixed(1)),
+  };
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  for (const w of wrong.slice(0, 20)) process.stdout.write(`  ${w}\n`);
+  await env.close();
+  if (wrong.length > 0 || announcedTwice > 0) process.exitCode = 1;
+}
+
+await main();
