@@ -35,7 +35,7 @@ describe("demo - the README's main command", () => {
     }
     // run again in the same folder: the model is reused, the loop starts afresh (it resumed the old rounds once,
     // and waited for a round 1 that was long committed)
-    const again = await run(process.execPath, ["bin/rlloop.js", "demo", "--rounds", "1", "--rows", "4", "--work", work, "--round-timeout", "120"], {
+    const again = await run(process.execPath, ["bin/rlloop.js", "demo", "--rounds", "1", "--rows", "4", "--work", work, "--round-timeout-s", "120"], {
       maxBuffer: 64 * 1024 * 1024,
     });
     const rerun = again.stdout.trim().split("\n");

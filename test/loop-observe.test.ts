@@ -62,7 +62,7 @@ describe("loop - observability", () => {
     }
   });
 
-  it("observe - /metrics and /healthz", async () => {
+  it("observe - /metrics and /healthz (test/ops-metrics.test.ts checks the whole set)", async () => {
     const base = `http://127.0.0.1:${daemon.metricsPort}`;
     const metrics = await (await fetch(`${base}/metrics`)).text();
     expect(metrics).toContain('rlloop_rounds_total{outcome="published"} 1');
@@ -70,7 +70,7 @@ describe("loop - observability", () => {
     expect(metrics).toContain("rlloop_committed_round 1");
     const health = await fetch(`${base}/healthz`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ ok: true, connected: true, round: 1 });
+    expect(await health.json()).toMatchObject({ ready: true, connected: true, round: 1 });
   });
 
   it("observe - rlloop status asks the running daemon", async () => {

@@ -280,7 +280,7 @@ describe("loop - own-server mode and status when NATS is down", () => {
     const dir = mkdtempSync(join(tmpdir(), "rlloop-status-"));
     const file = join(dir, "config.json");
     writeFileSync(file, JSON.stringify({ workDir: join(dir, "work"), nats: { url: "nats://127.0.0.1:1" } }));
-    const run = await execa(process.execPath, cliArgs("status", "--config", file, "--timeout", "500"), { cwd: REPO, reject: false, timeout: 30_000 });
+    const run = await execa(process.execPath, cliArgs("status", "--config", file, "--timeout-s", "0.5"), { cwd: REPO, reject: false, timeout: 30_000 });
     expect(run.exitCode).not.toBe(0);
     expect(run.stderr).toContain("cannot reach NATS at nats://127.0.0.1:1 within 500 ms");
   });

@@ -167,7 +167,7 @@ describe("watch - against the daemon's service on a real nats-server", () => {
   });
 
   test("when no daemon answers, --once says so instead of hanging", async () => {
-    const run = await execa(process.execPath, ["bin/rlloop.js", "watch", "--once", "--nats", server.url, "--policy", "nobody", "--timeout", "300"], { cwd: REPO });
+    const run = await execa(process.execPath, ["bin/rlloop.js", "watch", "--once", "--nats", server.url, "--policy", "nobody", "--timeout-s", "0.3"], { cwd: REPO });
     expect(run.stdout).toContain("! no status from rlloop.nobody.svc.status");
     expect(run.stdout).toContain("waiting for stats on rlloop.nobody.stats ...");
   });

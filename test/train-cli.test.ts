@@ -87,10 +87,10 @@ describe("train cli - input errors", () => {
   it("rejects a missing required flag and a bad number through commander, one line each", async () => {
     const data = await rowsFile("ok2.jsonl", [good]);
     const r1 = await train(["ppo", "--model", model, "--data", data, "--adapter", adapter, "--out", join(dir, "o")]);
-    expect(r1).toEqual({ code: 1, stderr: "error: required option '--ref <dir>' not specified" });
+    expect(r1).toEqual({ code: 2, stderr: "error: required option '--ref <dir>' not specified" });
     const r2 = await train(ppo(data, ["--epochs", "0"]));
-    expect(r2.code).toBe(1);
-    expect(r2.stderr).toBe("error: option '--epochs <n>' argument '0' is invalid. --epochs must be a positive integer, got '0'");
+    expect(r2.code).toBe(2);
+    expect(r2.stderr).toBe(`error: option '--epochs <n>' argument '0' is invalid. --epochs must be a positive integer, got "0"`);
   });
 
   it("explains every flag in --help", async () => {

@@ -92,7 +92,8 @@ export class Admission {
       await this.#checkConsumed(rollout.id, msg.seq);
       await this.#materialise(rollout, msg.seq);
       if (ctx.stopping) return ctx.held.nak([msg.seq]);
-      ctx.buffer.add({ seq: msg.seq, id: rollout.id, group: rollout.group, rows: rollout.steps.length, rollout }, Date.now());
+      const now = Date.now();
+      ctx.buffer.add({ seq: msg.seq, id: rollout.id, group: rollout.group, rows: rollout.steps.length, rollout, arrivedAt: now }, now);
       ctx.metrics.accepted.inc();
       ctx.metrics.acceptedRows.inc(rollout.steps.length);
       ctx.tally.acceptedRows += rollout.steps.length;

@@ -14,6 +14,8 @@ import type { VersionedState } from "./state.js";
 
 export interface Buffered extends BufferEntry {
   rollout: RolloutCompleted;
+  /** ms timestamp of its admission (the round latency counts from the round's last one) */
+  arrivedAt: number;
 }
 
 export interface LoopContext {

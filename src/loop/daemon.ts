@@ -26,7 +26,8 @@ import { EventPublisher } from "./events.js";
 import { HeldMessages } from "./held.js";
 import { Intake } from "./intake.js";
 import { readManifest, type Manifest } from "./manifest.js";
-import { Metrics, serveMetrics } from "./metrics.js";
+import { serveHttp, type Readiness } from "./http-server.js";
+import { Metrics } from "./metrics.js";
 import { startOwnServer, type OwnServer } from "./nats-server.js";
 import { roundDir } from "./paths.js";
 import { Probe } from "./probe.js";
@@ -69,6 +70,8 @@ export class Daemon {
   #admission: Admission | null = null;
   #service: Service | null = null;
   #http: Server | null = null;
+  #ui: { stop(): Promise<void> } | null = null;
+  #trainerReady = false;
   #ticker: StatsTicker | null = null;
   #triggerTimer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
@@ -131,6 +134,7 @@ export class Daemon {
     this.#lock = await lockWorkDir(this.config.workDir);
     await this.#checkAdapterConfig();
     await this.#trainer.start();
+    this.#trainerReady = true;
     const url = await this.#natsUrl();
     const nats = await connectNats(this.config.nats, url);
     this.#nats = nats;
@@ -188,6 +192,7 @@ export class Daemon {
     ctx.held.release();
     this.#ticker?.stop();
     await this.#service?.stop().catch(() => {});
+    await this.#ui?.stop().catch(() => {});
     await new Promise<void>((r) => (this.#http ? this.#http.close(() => r()) : r()));
     await this.#trainer.close();
     await ctx.nats.nc.drain().catch(() => {});
@@ -210,6 +215,7 @@ export class Daemon {
   /** What start() opened before it failed, closed in reverse order; a failure here must not hide the first one. */
   async #closeAfterFailedStart(): Promise<void> {
     await this.#service?.stop().catch(() => {});
+    await this.#ui?.stop().catch(() => {});
     await new Promise<void>((r) => (this.#http ? this.#http.close(() => r()) : r()));
     this.#ctx?.held.release();
     this.#ticker?.stop();
@@ -314,8 +320,11 @@ export class Daemon {
   async #startObservability(ctx: LoopContext) {
     ctx.metrics.committedRound.set(ctx.state.record.round);
     this.#service = await startService(ctx.nats.nc, ctx.policy, { snapshot: () => this.snapshot(), rounds: (n) => this.rounds(n) }, logger("service"));
-    if (this.config.observe.metricsPort !== null) {
-      const { server, port } = await serveMetrics(ctx.metrics, { healthy: () => this.#health() }, this.config.observe.metricsHost, this.config.observe.metricsPort);
+    const { metricsPort, metricsHost, ui } = this.config.observe;
+    if (metricsPort !== null) {
+      const mounted = ui.enabled ? await this.#mountUi(ctx) : null;
+      this.#ui = mounted;
+      const { server, port } = await serveHttp({ metrics: ctx.metrics, readiness: () => this.#readiness(), ui: mounted?.handle ?? null }, metricsHost, metricsPort);
       this.#http = server;
       this.metricsPort = port;
     }
@@ -453,10 +462,26 @@ export class Daemon {
     return out;
   }
 
-  #health() {
+  /** Ready: connected to NATS, the trainer started, not stopped or failed, and not degraded. */
+  #readiness(): Readiness {
     const ctx = this.#ctx;
-    const ok = this.#connected && this.#fatal === null && ctx !== null && ctx.phase !== "stopped";
-    return { ok, detail: { connected: this.#connected, phase: ctx?.phase ?? "starting", round: ctx?.state.record.round ?? null, health: ctx?.health ?? null } };
+    const health = ctx?.health ?? null;
+    const ready = this.#connected && this.#trainerReady && this.#fatal === null && ctx !== null && ctx.phase !== "stopped" && health?.status === "ok";
+    return { ready, detail: { connected: this.#connected, trainer: this.#trainerReady, phase: ctx?.phase ?? "starting", round: ctx?.state.record.round ?? null, health } };
+  }
+
+  /** The web dashboard on the metrics endpoint (observe.ui), reading this daemon's own NATS connection. */
+  async #mountUi(ctx: LoopContext) {
+    const { metricsHost, ui } = this.config.observe;
+    const { isLoopbackHost } = await import("../tools/ui/access.js");
+    if (ui.token === null && !isLoopbackHost(metricsHost)) {
+      throw new ConfigError(`'observe.ui.token' must be set when observe.metricsHost (${metricsHost}) is not loopback: the page would be open to the network`);
+    }
+    const { mountUi } = await import("../tools/ui/mount.js");
+    return mountUi(ctx.nats.nc, {
+      policy: ctx.policy, source: redactUrl(this.natsUrl ?? ""), host: metricsHost, basePath: ui.path, token: ui.token,
+      roundRows: this.config.round.rows, statsIntervalS: this.config.observe.statsIntervalS,
+    });
   }
 }
 

@@ -1,62 +1,63 @@
-// Prometheus metrics (prom-client) and the /metrics + /healthz HTTP endpoint (DESIGN.md data flow step 9).
-import { createServer, type Server } from "node:http";
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import { Phase, type PpoStats } from "../contract/index.js";
+// Prometheus metrics of the daemon (prom-client): standard Node process metrics under their usual names, one gauge
+// per statistic of the last round with its unit in the name, counters by outcome and reason initialised at 0,
+// histograms of round latency and train time, build info. ops/grafana-dashboard.json charts them (a test checks
+// that every query names a metric that exists).
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { codesOf, Phase, RejectReason, RoundOutcome, type PpoStats } from "../contract/index.js";
+import { PACKAGE_VERSION } from "../cli/version.js";
+
+/** Seconds, from a second to two hours: a round trains in seconds (CPU toy) to many minutes (9B). */
+const DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600, 7200];
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly accepted = new Counter({ name: "rlloop_rollouts_accepted_total", help: "rollouts accepted into a round", registers: [this.registry] });
-  readonly acceptedRows = new Counter({ name: "rlloop_rows_accepted_total", help: "decision rows accepted into a round", registers: [this.registry] });
-  readonly rejected = new Counter({ name: "rlloop_rollouts_rejected_total", help: "rollouts rejected, by reason", labelNames: ["reason"], registers: [this.registry] });
-  readonly rounds = new Counter({ name: "rlloop_rounds_total", help: "committed rounds, by outcome", labelNames: ["outcome"], registers: [this.registry] });
-  readonly committedRound = new Gauge({ name: "rlloop_committed_round", help: "last committed round", registers: [this.registry] });
-  readonly bufferedRows = new Gauge({ name: "rlloop_buffered_rows", help: "rows in the open round", registers: [this.registry] });
-  readonly pendingAcks = new Gauge({ name: "rlloop_pending_acks", help: "messages held unacked", registers: [this.registry] });
-  readonly phase = new Gauge({ name: "rlloop_phase", help: "1 for the current phase", labelNames: ["phase"], registers: [this.registry] });
-  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the trainer or its host fails and rounds are retried", registers: [this.registry] });
-  readonly lastStat = new Gauge({ name: "rlloop_last_round_stat", help: "last trained round's statistics", labelNames: ["stat"], registers: [this.registry] });
+  readonly #reg = [this.registry];
+  readonly buildInfo = new Gauge({ name: "rlloop_build_info", help: "1, with the version of rlloop and of Node.js as labels", labelNames: ["version", "node"], registers: this.#reg });
+  readonly accepted = new Counter({ name: "rlloop_rollouts_accepted_total", help: "rollouts accepted into a round", registers: this.#reg });
+  readonly acceptedRows = new Counter({ name: "rlloop_rows_accepted_total", help: "decision rows accepted into a round", registers: this.#reg });
+  readonly rejected = new Counter({ name: "rlloop_rollouts_rejected_total", help: "rollouts rejected, by reason", labelNames: ["reason"], registers: this.#reg });
+  readonly rounds = new Counter({ name: "rlloop_rounds_total", help: "committed rounds, by outcome", labelNames: ["outcome"], registers: this.#reg });
+  readonly committedRound = new Gauge({ name: "rlloop_committed_round", help: "last committed round", registers: this.#reg });
+  readonly bufferedRows = new Gauge({ name: "rlloop_buffered_rows", help: "rows in the open round", registers: this.#reg });
+  readonly bufferedRollouts = new Gauge({ name: "rlloop_buffered_rollouts", help: "rollouts in the open round", registers: this.#reg });
+  readonly pendingAcks = new Gauge({ name: "rlloop_pending_acks", help: "messages held unacked (open and training rounds)", registers: this.#reg });
+  readonly phase = new Gauge({ name: "rlloop_phase", help: "1 for the current phase", labelNames: ["phase"], registers: this.#reg });
+  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the trainer or its host fails and rounds are retried", registers: this.#reg });
+  readonly gpuMemoryBytes = new Gauge({ name: "rlloop_gpu_memory_bytes", help: "peak GPU memory of the last trained round, bytes (rank 0)", registers: this.#reg });
+  readonly last = {
+    pg_loss: new Gauge({ name: "rlloop_last_round_pg_loss", help: "last trained round's policy-gradient loss", registers: this.#reg }),
+    kl: new Gauge({ name: "rlloop_last_round_kl", help: "last trained round's k3 KL to the reference adapter", registers: this.#reg }),
+    clip_frac: new Gauge({ name: "rlloop_last_round_clip_fraction", help: "last trained round's fraction of clipped ratios", registers: this.#reg }),
+    logp_gap: new Gauge({ name: "rlloop_last_round_logp_gap", help: "last trained round's mean trainer − sampler log-prob of the code", registers: this.#reg }),
+    logp_gap_abs: new Gauge({ name: "rlloop_last_round_logp_gap_abs", help: "last trained round's mean |trainer − sampler log-prob|", registers: this.#reg }),
+    rows: new Gauge({ name: "rlloop_last_round_rows", help: "rows the last round trained", registers: this.#reg }),
+    train_s: new Gauge({ name: "rlloop_last_round_train_seconds", help: "the last round's training time, seconds", registers: this.#reg }),
+  } as const;
+  readonly roundLatency = new Histogram({
+    name: "rlloop_round_latency_seconds", help: "a round's last rollout in → its adapter announced, seconds", buckets: DURATION_BUCKETS, registers: this.#reg,
+  });
+  readonly trainSeconds = new Histogram({ name: "rlloop_train_seconds", help: "successful training attempts, seconds", buckets: DURATION_BUCKETS, registers: this.#reg });
   readonly stepSeconds = new Histogram({
-    name: "rlloop_round_step_seconds", help: "duration of round steps", labelNames: ["step"],
-    buckets: [0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 1200, 3600], registers: [this.registry],
+    name: "rlloop_round_step_seconds", help: "duration of round steps", labelNames: ["step"], buckets: [0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 1200, 3600], registers: this.#reg,
   });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: "rlloop_process_" });
+    collectDefaultMetrics({ register: this.registry });
+    this.buildInfo.set({ version: PACKAGE_VERSION, node: process.version }, 1);
+    // every label value exists from the start, at 0: a rate() over a reason that never happened yet is 0, not absent
+    for (const reason of codesOf(RejectReason)) this.rejected.inc({ reason }, 0);
+    for (const outcome of codesOf(RoundOutcome)) this.rounds.inc({ outcome }, 0);
+    for (const step of ["assemble", "train", "publish"]) this.stepSeconds.zero({ step });
+    this.setPhase("starting");
+    this.degraded.set(0);
   }
 
-  setPhase(current: keyof typeof Phase): void {
-    for (const p of Object.keys(Phase)) this.phase.set({ phase: p }, p === current ? 1 : 0);
+  setPhase(current: Phase): void {
+    for (const p of codesOf(Phase)) this.phase.set({ phase: p }, p === current ? 1 : 0);
   }
 
   setLastStats(stats: PpoStats): void {
-    for (const key of ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs", "rows", "train_s"] as const) this.lastStat.set({ stat: key }, stats[key]);
+    for (const [key, gauge] of Object.entries(this.last)) gauge.set(stats[key as keyof typeof this.last]);
+    if (stats.gpu_memory_bytes !== undefined) this.gpuMemoryBytes.set(stats.gpu_memory_bytes);
   }
-}
-
-export interface HealthSource {
-  healthy(): { ok: boolean; detail: Record<string, unknown> };
-}
-
-/** Listen on host:port (0 = any free port); resolves with the server and the bound port. */
-export async function serveMetrics(metrics: Metrics, health: HealthSource, host: string, port: number): Promise<{ server: Server; port: number }> {
-  const server = createServer((req, res) => {
-    void (async () => {
-      if (req.url === "/metrics") {
-        res.writeHead(200, { "content-type": metrics.registry.contentType });
-        res.end(await metrics.registry.metrics());
-      } else if (req.url === "/healthz") {
-        const { ok, detail } = health.healthy();
-        res.writeHead(ok ? 200 : 503, { "content-type": "application/json" });
-        res.end(JSON.stringify({ ok, ...detail }));
-      } else {
-        res.writeHead(404).end();
-      }
-    })().catch(() => res.writeHead(500).end());
-  });
-  await new Promise<void>((resolveListen, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => resolveListen());
-  });
-  const address = server.address();
-  return { server, port: typeof address === "object" && address ? address.port : port };
 }

@@ -59,6 +59,8 @@ interface Verdict {
 export class RoundRunner {
   /** rollouts of the round in hand, by stream sequence (what the buffer gave; a resumed round reads the stream) */
   #known = new Map<number, RoundRollout>();
+  /** ms timestamp of the round in hand's last rollout in, for the round-latency histogram (unknown when resumed) */
+  #lastArrival: number | null = null;
 
   constructor(private readonly deps: RunnerDeps) {}
 
@@ -74,6 +76,7 @@ export class RoundRunner {
     const started = performance.now();
     const items: RoundRollout[] = entries.map((e) => ({ seq: e.seq, rollout: e.rollout }));
     this.#known = new Map(items.map((item) => [item.seq, item]));
+    this.#lastArrival = Math.max(...entries.map((e) => e.arrivedAt));
     const dir = roundDir(ctx.config.workDir, ctx.policy, round);
     const manifest = await assembleRound({
       round, policy: ctx.policy, dir, incoming: incomingDir(ctx.config.workDir, ctx.policy), items, trigger,
@@ -109,6 +112,7 @@ export class RoundRunner {
     await this.#afterCommit(trained.manifest, verdict, revision, dir);
     this.#known.clear();
     if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
+    this.#lastArrival = null;
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -176,7 +180,9 @@ export class RoundRunner {
       const stats = await this.deps.trainer.train(this.#job(manifest, dir, join(dir, TRAIN_FILE), outDir), {
         label: `round ${manifest.round} attempt ${manifest.attempts}`, logFile: join(dir, `trainer.${manifest.attempts}.log`),
       });
-      ctx.metrics.stepSeconds.observe({ step: "train" }, (performance.now() - started) / 1000);
+      const seconds = (performance.now() - started) / 1000;
+      ctx.metrics.stepSeconds.observe({ step: "train" }, seconds);
+      ctx.metrics.trainSeconds.observe(seconds);
       ctx.log.info({ round: manifest.round, attempt: manifest.attempts, stats }, "round trained");
       return { stats };
     } catch (err) {
@@ -366,6 +372,7 @@ export class RoundRunner {
       return;
     }
     ctx.log.info({ round, name: result.event.name, sha256: result.event.sha256 }, "adapter published");
+    if (this.#lastArrival !== null) ctx.metrics.roundLatency.observe((Date.now() - this.#lastArrival) / 1000);
     await ctx.events.round({ type: "round.published", round, name: result.event.name });
   }
 }

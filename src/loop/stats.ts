@@ -46,6 +46,7 @@ export class StatsTicker {
       ctx.events.stats(event);
       ctx.metrics.bufferedRows.set(event.buffered_rows);
       ctx.metrics.pendingAcks.set(event.pending_acks);
+      ctx.metrics.bufferedRollouts.set(event.buffered_rollouts);
       void onTick().catch(() => {});
     }, ctx.config.observe.statsIntervalS * 1000);
     this.#timer.unref();

@@ -21,7 +21,7 @@ export const POLICY = "bt";
 
 /** argv of `rlloop <args>` run from the TypeScript sources (bin/rlloop.js would prefer a possibly stale dist/). */
 export function cliArgs(...args: string[]): string[] {
-  return ["--import", "tsx", join(REPO, "src", "cli.ts"), ...args];
+  return ["--import", "tsx", join(REPO, "src", "cli", "main.ts"), ...args];
 }
 export const CODE_LENGTH = 4;
 

@@ -5,6 +5,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { z } from "zod";
 import { ConfigError } from "../errors.js";
+import { registerConfigSecrets } from "./redact.js";
 import { ConfigSchema, type Config, type ConfigInput } from "./schema.js";
 
 /** Keys that were renamed or removed: using one fails with what to write instead. */
@@ -21,12 +22,14 @@ const REPLACED: Record<string, (value: unknown) => string> = {
 export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const DEFAULT_CONFIG_FILE = join(PACKAGE_ROOT, "config", "default.json");
 
-/** Validate a config object; relative paths are resolved against the working directory. */
+/** Validate a config object; relative paths are resolved against the working directory; its secrets are registered
+ *  with the redaction of every log line (src/redact.ts). */
 export function parseConfig(input: unknown): Config {
   refuseReplaced(input);
   const result = ConfigSchema.safeParse(input);
   if (!result.success) throw new ConfigError(result.error.issues.map((issue) => describeIssue(issue, input)).join("; "));
   checkCombinations(result.data);
+  registerConfigSecrets(result.data);
   return deepFreeze(resolvePaths(result.data));
 }
 

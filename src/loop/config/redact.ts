@@ -1,25 +1,18 @@
-// A copy of the config safe to log or answer over NATS: credentials, the trainer's environment values and any
-// user:password in the NATS URLs replaced.
+// The config's secrets, for the one redaction mechanism (src/redact.ts): registered when a config is parsed, so no
+// log line, error or answer can carry them; and a copy of a config safe to log or answer over NATS.
+import { registerSecrets, scrub, scrubValue } from "../../redact.js";
 import type { Config } from "./schema.js";
 
-const HIDDEN = "[redacted]";
+/** URL credentials shown as [redacted]: the same scrubbing every log line gets. */
+export const redactUrl = (url: string): string => scrub(url);
 
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/g, `//${HIDDEN}@`);
+/** Registers the config's secret values: the NATS password and token, user:pass in URLs, the trainer's environment. */
+export function registerConfigSecrets(config: Config): void {
+  const { nats, trainer } = config;
+  const inUrl = (nats.url ?? "").split(",").flatMap((url) => /\/\/([^@/\s]*)@/.exec(url)?.[1]?.split(":") ?? []);
+  registerSecrets(nats.pass, nats.token, ...inUrl.map((part) => decodeURIComponent(part)), ...Object.values(trainer.env));
 }
 
 export function redactedConfig(config: Config): Config {
-  const hide = (v: string | null) => (v === null ? null : HIDDEN);
-  const { nats, trainer } = config;
-  return {
-    ...config,
-    nats: {
-      ...nats,
-      url: nats.url === null ? null : redactUrl(nats.url),
-      pass: hide(nats.pass),
-      token: hide(nats.token),
-      tls: nats.tls === null ? null : { ...nats.tls, key: hide(nats.tls.key) },
-    },
-    trainer: { ...trainer, env: Object.fromEntries(Object.keys(trainer.env).map((k) => [k, HIDDEN])) },
-  };
+  return scrubValue(config) as Config;
 }

@@ -135,10 +135,17 @@ const Intake = z.strictObject({
   maxDeliveries: doc(positiveInt().default(100), "a message delivered more than this many times without being judged (transient failures are retried with a backoff from 5 s to 5 min) is rejected as `undeliverable` with its last error"),
 });
 
+const Ui = z.strictObject({
+  enabled: doc(z.boolean().default(false), "serve the web dashboard (`rlloop ui`'s page) on the metrics endpoint"),
+  path: doc(z.string().regex(/^\/([^?#]*\/)?$/, { error: "must start and end with /" }).default("/ui/"), "where the page lives on that endpoint"),
+  token: doc(z.string().min(8).nullable().default(null), "require this token (open the page as <path>?token=…); null = none, which is refused unless metricsHost is loopback (redacted in logs)"),
+});
+
 const Observe = z.strictObject({
   statsIntervalS: doc(seconds().default(10), "period of the stats event on `rlloop.<policy>.stats`"),
-  metricsPort: doc(nonNegativeInt().max(65535).nullable().default(9464), "port of `/metrics` (Prometheus) and `/healthz`; 0 = a free port (logged); null = off"),
+  metricsPort: doc(nonNegativeInt().max(65535).nullable().default(9464), "port of `/metrics` (Prometheus), `/livez`, `/readyz` (alias `/healthz`) and the web dashboard; 0 = a free port (logged); null = off"),
   metricsHost: doc(z.string().default("127.0.0.1"), "listen address of that endpoint"),
+  ui: doc(Ui.prefault({}), "the web dashboard on the metrics endpoint"),
 });
 
 const Log = z.strictObject({

@@ -2,7 +2,21 @@
 import { join } from "node:path";
 import { logger } from "../../log.js";
 import { loadConfig } from "../config/index.js";
-import type { ReloadFlags } from "../commands/reload.js";
+/** `rlloop reload`'s options (src/cli/reload.ts). */
+export interface ReloadFlags {
+  config?: string;
+  nats?: string;
+  policy?: string;
+  vllm: string[];
+  dir?: string;
+  keep?: number;
+  retries: number;
+  retryMinS: number;
+  retryMaxS: number;
+  timeoutS: number;
+  checkIntervalS: number;
+  prune: boolean;
+}
 import { connectForCommand } from "../commands/connect.js";
 import { startReloader } from "./reloader.js";
 
@@ -21,8 +35,8 @@ export async function runReload(flags: ReloadFlags): Promise<void> {
     replicas: flags.vllm,
     dir: flags.dir ?? join(config.workDir, "reloader"),
     keep,
-    retry: { retries: flags.retries, minTimeoutMs: flags.retryMinMs, maxTimeoutMs: flags.retryMaxMs },
-    requestTimeoutMs: flags.timeout,
+    retry: { retries: flags.retries, minTimeoutMs: flags.retryMinS * 1000, maxTimeoutMs: flags.retryMaxS * 1000 },
+    requestTimeoutMs: flags.timeoutS * 1000,
     apiKey: process.env.VLLM_API_KEY || null,
     pruneLocal: flags.prune,
     checkIntervalMs: flags.checkIntervalS > 0 ? flags.checkIntervalS * 1000 : null,

@@ -2,7 +2,31 @@
 // run before the daemon ever has), publish, report. Output is JSON lines: one per event, then a summary.
 import { loadConfig } from "../config/index.js";
 import { ensureStreams } from "../connection.js";
-import type { SimulateFlags } from "../commands/simulate.js";
+/** `rlloop simulate`'s options (src/cli/simulate.ts). */
+export interface SimulateFlags {
+  config?: string;
+  nats?: string;
+  policy?: string;
+  count: number;
+  groupSize: number;
+  maxSteps: number;
+  seed: number;
+  rate?: number;
+  frameRoot?: string;
+  width: number;
+  height: number;
+  levels: number;
+  adapterRound: number;
+  adapterName?: string;
+  skill: number;
+  skillPerRound: number;
+  memoryBits: number;
+  run?: string;
+  start: number;
+  bad: boolean;
+  quiet: boolean;
+}
+
 import { connectForCommand } from "../commands/connect.js";
 import { adapterName } from "../../contract/index.js";
 import { publishBadEvents, publishRollouts, type SimulateOptions } from "./publisher.js";

@@ -1,7 +1,16 @@
 // The body of `rlloop watch`: the thin terminal loop around the pure renderer. Alternate screen, clear + redraw on
 // every change (at most every 100 ms) and every --refresh ms; SIGINT/SIGTERM restore the terminal and return.
 import { loadConfig } from "../config/index.js";
-import type { WatchFlags } from "../commands/watch.js";
+/** `rlloop watch`'s options (src/cli/watch.ts). */
+export interface WatchFlags {
+  config?: string;
+  nats?: string;
+  policy?: string;
+  once: boolean;
+  rounds: number;
+  timeoutS: number;
+  refreshS: number;
+}
 import { connectForCommand } from "../commands/connect.js";
 import { renderWatch } from "./watch-view.js";
 import { queryService, startWatcher, type Watcher } from "./watcher.js";
@@ -16,7 +25,7 @@ export async function runWatch(flags: WatchFlags): Promise<void> {
   const config = loadConfig(flags.config === undefined ? {} : { file: flags.config });
   const policy = flags.policy ?? config.policy.name;
   const nats = await connectForCommand(config, "rlloop-watch", flags.nats);
-  const watcherOpts = { policy, source: nats.url, maxRounds: flags.rounds, requestTimeoutMs: flags.timeout };
+  const watcherOpts = { policy, source: nats.url, maxRounds: flags.rounds, requestTimeoutMs: flags.timeoutS * 1000 };
   const frame = (state: WatchState) =>
     renderWatch(state, { nowMs: Date.now(), width: process.stdout.columns ?? 120, statsIntervalS: config.observe.statsIntervalS });
   try {
@@ -24,7 +33,7 @@ export async function runWatch(flags: WatchFlags): Promise<void> {
       process.stdout.write(frame(await queryService(nats.nc, watcherOpts)));
       return;
     }
-    await liveView(nats.nc, watcherOpts, frame, flags.refresh);
+    await liveView(nats.nc, watcherOpts, frame, flags.refreshS * 1000);
   } finally {
     await nats.nc.drain().catch(() => {});
   }

@@ -2,7 +2,21 @@
 // server), read the loop into a store (source.ts), serve it (server.ts) until SIGINT/SIGTERM.
 import { loadConfig } from "../../loop/config/index.js";
 import { connectForCommand } from "../../loop/commands/connect.js";
-import type { UiFlags } from "./command.js";
+/** `rlloop ui`'s options (src/cli/ui.ts). */
+export interface UiFlags {
+  config?: string;
+  nats?: string;
+  policy?: string;
+  host: string;
+  port: number;
+  token?: string;
+  rewardHistory: number;
+  timeoutS: number;
+}
+
+/** The port the page is served on unless --port says otherwise (beside the daemon's metrics default, 9464). */
+export const DEFAULT_UI_PORT = 9465;
+
 import { isLoopbackHost } from "./access.js";
 import { loadUiAssets } from "./assets.js";
 import { startUiServer } from "./server.js";
@@ -17,7 +31,7 @@ export async function runUi(flags: UiFlags): Promise<void> {
   const nats = await connectForCommand(config, "rlloop-ui", flags.nats);
   try {
     const source = await startUiSource(nats.nc, {
-      policy, source: nats.url, rewardHistory: flags.rewardHistory, requestTimeoutMs: flags.timeout,
+      policy, source: nats.url, rewardHistory: flags.rewardHistory, requestTimeoutMs: flags.timeoutS * 1000,
       roundRows: config.round.rows, statsIntervalS: config.observe.statsIntervalS,
     });
     const server = await startUiServer({ store: source.store, host: flags.host, port: flags.port, token, assets });

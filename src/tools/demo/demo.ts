@@ -6,13 +6,13 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
-import { logger } from "../log.js";
-import { venvPython } from "../setup-env.js";
-import { PACKAGE_ROOT, parseConfig, type Config } from "./config/index.js";
-import { connectNats, type Nats } from "./connection.js";
-import { Daemon } from "./daemon.js";
-import { adapterName, AdapterPublished, subjects } from "../contract/index.js";
-import { publishRollouts, type SimulateOptions } from "./sim/publisher.js";
+import { adapterName, AdapterPublished, decodeWithNonFinite, subjects } from "../../contract/index.js";
+import { logger } from "../../log.js";
+import { PACKAGE_ROOT, parseConfig, type Config } from "../../loop/config/index.js";
+import { connectNats, type Nats } from "../../loop/connection.js";
+import { Daemon } from "../../loop/daemon.js";
+import { publishRollouts, type SimulateOptions } from "../../loop/sim/publisher.js";
+import { venvPython } from "../../setup-env.js";
 
 export interface DemoOptions {
   rounds: number;
@@ -21,6 +21,12 @@ export interface DemoOptions {
   seed: number;
   /** wait at most this long for one round's adapter */
   roundTimeoutS: number;
+}
+
+/** What the demo reports while it runs (its progress view). */
+export interface DemoProgress {
+  stage(text: string): void;
+  round(round: DemoRound, seconds: number): void;
 }
 
 export interface DemoRound {
@@ -34,23 +40,27 @@ export interface DemoRound {
   logpGap: number;
 }
 
-const POLICY = "demo";
+/** The demo's policy name (its subjects are rlloop.demo.*). */
+export const DEMO_POLICY = "demo";
+const POLICY = DEMO_POLICY;
 const CODE_LENGTH = 3; // the tiny tokenizer's digits are single tokens like Qwen's; 3 keeps CPU rounds short
 const CHAT_TEMPLATE = join(PACKAGE_ROOT, "config", "qwen3.5-chat-template.jinja");
 
-export async function runDemo(opts: DemoOptions): Promise<DemoRound[]> {
+export async function runDemo(opts: DemoOptions, progress: DemoProgress = { stage: () => {}, round: () => {} }): Promise<DemoRound[]> {
   const log = logger("demo");
   const work = resolve(opts.workDir);
-  const files = makeModel(work, log);
+  const files = makeModel(work, log, progress);
   // A demo is a fresh loop each run: the daemon would otherwise resume an earlier run's rounds and streams, and
   // the simulated workers, serving round 0's adapter, would wait for a round 1 that is long committed.
   rmSync(join(work, "loop"), { recursive: true, force: true });
   const config = demoConfig(work, files, opts);
+  progress.stage("starting nats-server, the daemon and its resident trainer (the probe job trains first)");
   const daemon = new Daemon({ config });
   await daemon.start();
+  progress.stage(`loop ready: simulated workers publish ${opts.rowsPerRound} rows per round, served by the newest adapter`);
   const nats = await connectNats(config.nats, daemon.natsUrl ?? "");
   try {
-    return await playRounds(nats, opts, log);
+    return await playRounds(nats, opts, log, progress);
   } finally {
     await nats.nc.drain().catch(() => {});
     await daemon.stop();
@@ -58,10 +68,14 @@ export async function runDemo(opts: DemoOptions): Promise<DemoRound[]> {
 }
 
 /** The tiny model folder and starting adapter, made once per work dir by the setup's Python. */
-function makeModel(work: string, log: Logger): { model: string; adapter: string } {
+function makeModel(work: string, log: Logger, progress: DemoProgress): { model: string; adapter: string } {
   const files = { model: join(work, "model-files", "model"), adapter: join(work, "model-files", "sft") };
-  if (existsSync(join(files.adapter, "adapter_config.json"))) return files;
+  if (existsSync(join(files.adapter, "adapter_config.json"))) {
+    progress.stage(`tiny random Qwen3.5 and starting adapter: ${join(work, "model-files")} (kept from an earlier run)`);
+    return files;
+  }
   mkdirSync(work, { recursive: true });
+  progress.stage(`generating a tiny random Qwen3.5 and a starting LoRA adapter in ${join(work, "model-files")} (once)`);
   log.info({ dir: join(work, "model-files") }, "generating a tiny random Qwen3.5 and a starting LoRA adapter");
   execFileSync(venvPython(), [join(PACKAGE_ROOT, "scripts", "demo_model.py"), CHAT_TEMPLATE, join(work, "model-files")], {
     stdio: ["ignore", "ignore", "inherit"],
@@ -81,14 +95,15 @@ function demoConfig(work: string, files: { model: string; adapter: string }, opt
 }
 
 /** Per round: publish just enough rollouts served by the newest adapter to close it, then wait for its adapter. */
-async function playRounds(nats: Nats, opts: DemoOptions, log: Logger): Promise<DemoRound[]> {
-  const announcements = nats.nc.subscribe(subjects(POLICY).adapters);
+async function playRounds(nats: Nats, opts: DemoOptions, log: Logger, progress: DemoProgress): Promise<DemoRound[]> {
+  const announcements = nats.nc.subscribe(subjects(POLICY).adapterPublished);
   const iterator = announcements[Symbol.asyncIterator]();
   const done: DemoRound[] = [];
   let next = 0;
   for (let round = 1; round <= opts.rounds; round++) {
     const served = round - 1;
     let rows = 0;
+    const started = performance.now();
     while (rows < opts.rowsPerRound) {
       const summary = await publishRollouts(nats.js, simulation(opts, served, next++));
       rows += summary.rows;
@@ -97,6 +112,7 @@ async function playRounds(nats: Nats, opts: DemoOptions, log: Logger): Promise<D
     const published = await nextAnnouncement(iterator, opts.roundTimeoutS, round);
     done.push(summarise(published));
     log.info(done.at(-1), "adapter published");
+    progress.round(done.at(-1) as DemoRound, (performance.now() - started) / 1000);
   }
   announcements.unsubscribe();
   return done;
@@ -111,15 +127,15 @@ function simulation(opts: DemoOptions, servedRound: number, index: number): Simu
   };
 }
 
-async function nextAnnouncement(iterator: AsyncIterator<{ json<T>(): T }>, timeoutS: number, round: number): Promise<AdapterPublished> {
+async function nextAnnouncement(iterator: AsyncIterator<{ string(): string }>, timeoutS: number, round: number): Promise<AdapterPublished> {
   const timeout = new Promise<never>((_, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no adapter for round ${round} within ${timeoutS} s (see the daemon's log)`)), timeoutS * 1000);
+    const timer = setTimeout(() => reject(new Error(`no adapter for round ${round} within ${timeoutS} s (see the demo's log)`)), timeoutS * 1000);
     timer.unref();
   });
   for (;;) {
     const next = await Promise.race([iterator.next(), timeout]);
     if (next.done) throw new Error("the NATS subscription closed before every round was published");
-    const event = AdapterPublished.parse(next.value.json());
+    const event = AdapterPublished.parse(decodeWithNonFinite(next.value.string()));
     if (event.round === round) return event;
   }
 }
