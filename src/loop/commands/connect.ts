@@ -3,6 +3,7 @@
 import type { Config } from "../config/index.js";
 import { connectNats, type Nats } from "../connection.js";
 import { ConfigError } from "../errors.js";
+import { scrub } from "../../redact.js";
 import { runningOwnServerUrl } from "../nats-server.js";
 
 export function natsUrl(config: Config, override: string | undefined): string {
@@ -13,7 +14,8 @@ export function natsUrl(config: Config, override: string | undefined): string {
   return url;
 }
 
+/** Connected, with `url` the server's address as it may be shown (credentials written into it redacted). */
 export async function connectForCommand(config: Config, name: string, override: string | undefined): Promise<Nats & { url: string }> {
   const url = natsUrl(config, override);
-  return { ...(await connectNats({ ...config.nats, name }, url)), url };
+  return { ...(await connectNats({ ...config.nats, name }, url)), url: scrub(url) };
 }

@@ -1,6 +1,7 @@
 // The body of `rlloop reload`: configuration → reloader options, connect, run until a signal, stop cleanly.
 import { join } from "node:path";
 import { logger } from "../../log.js";
+import { registerSecrets } from "../../redact.js";
 import { loadConfig } from "../config/index.js";
 /** `rlloop reload`'s options (src/cli/reload.ts). */
 export interface ReloadFlags {
@@ -37,7 +38,7 @@ export async function runReload(flags: ReloadFlags): Promise<void> {
     keep,
     retry: { retries: flags.retries, minTimeoutMs: flags.retryMinS * 1000, maxTimeoutMs: flags.retryMaxS * 1000 },
     requestTimeoutMs: flags.timeoutS * 1000,
-    apiKey: process.env.VLLM_API_KEY || null,
+    apiKey: apiKey(),
     pruneLocal: flags.prune,
     checkIntervalMs: flags.checkIntervalS > 0 ? flags.checkIntervalS * 1000 : null,
   }, log, { onOutcome: (o) => log.info({ round: o.round, adapter: o.name, loaded: o.results.filter((r) => r.ok).length, replicas: o.results.length }, "announcement handled") });
@@ -52,4 +53,11 @@ export async function runReload(flags: ReloadFlags): Promise<void> {
     process.off("SIGTERM", stop);
     await nats.nc.drain().catch(() => {});
   }
+}
+
+/** VLLM_API_KEY, registered with the redaction of every log line. */
+function apiKey(): string | null {
+  const key = process.env.VLLM_API_KEY || null;
+  registerSecrets(key);
+  return key;
 }

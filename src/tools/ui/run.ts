@@ -1,5 +1,6 @@
 // The body of `rlloop ui`: connect as the operator commands do (--nats, else config nats.url, else the daemon's own
 // server), read the loop into a store (source.ts), serve it (server.ts) until SIGINT/SIGTERM.
+import { registerSecrets } from "../../redact.js";
 import { loadConfig } from "../../loop/config/index.js";
 import { connectForCommand } from "../../loop/commands/connect.js";
 /** `rlloop ui`'s options (src/cli/ui.ts). */
@@ -26,6 +27,7 @@ export async function runUi(flags: UiFlags): Promise<void> {
   const config = loadConfig(flags.config === undefined ? {} : { file: flags.config });
   const policy = flags.policy ?? config.policy.name;
   const token = flags.token ?? process.env.RLLOOP_UI_TOKEN ?? null;
+  registerSecrets(token);
   // before connecting: a missing build is the likelier mistake and needs no NATS to report
   const assets = loadUiAssets();
   const nats = await connectForCommand(config, "rlloop-ui", flags.nats);
