@@ -82,6 +82,8 @@ async function main() {
       ["frameBytes (realpath, stat, read)", (i) => frameBytes({ path: paths[i % paths.length] as string }, limits)],
       ["sharp metadata (header)", (i) => sharp(frame(i)).metadata()],
       ["full decode to raw", (i) => sharp(frame(i), { failOn: "warning" }).raw().toBuffer()],
+      // what framePng runs after the header for a frame it writes as it came (frames.ts, decodeToLastPixel)
+      ["decode to the last pixel", (i) => sharp(frame(i), { failOn: "warning" }).extract({ left: 639, top: 479, width: 1, height: 1 }).raw().toBuffer()],
       ["framePng (the daemon's choice)", (i) => framePng(frame(i), limits)],
       ["reencode (always)", (i) => reencode(frame(i), limits)],
       ["write + rename, a new file", (i) => writeFile(join(out, `w${i}.tmp`), frame(i)).then(() => rename(join(out, `w${i}.tmp`), join(out, `w${i}.png`)))],

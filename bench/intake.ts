@@ -143,7 +143,8 @@ async function main() {
   execFileSync(process.execPath, [join(REPO, "test", "helpers", "fake-trainer.mjs"), "init", initial]);
   setRootLogger(pino({ level: "warn" }));
   const serverBin = natsServerBinary();
-  const serverVersion = execFileSync(serverBin, ["--version"], { encoding: "utf8" }).trim();
+  // it prints "nats-server: v2.15.1"
+  const serverVersion = execFileSync(serverBin, ["--version"], { encoding: "utf8" }).trim().replace(/^nats-server:\s*/, "");
   const server = await startOwnServer(parseConfig({ workDir: join(dir, "server") }), pino({ level: "warn" }));
   const serverPid = (JSON.parse(readFileSync(join(natsDir(join(dir, "server")), "server.json"), "utf8")) as { pid: number }).pid;
   const nc = await connect({ servers: server.url });

@@ -35,7 +35,7 @@ const PNG_OPTIONS = { compressionLevel: 1, adaptiveFiltering: false } as const;
 const PLAIN_CHUNKS = new Set(["IHDR", "IDAT", "IEND", "sRGB", "pHYs", "tEXt", "zTXt", "iTXt", "tIME"]);
 
 // One libvips worker per image: libuv's pool already runs 4 frames at once, and more threads per image only add
-// hand-offs (bench/frames.ts on 2 cores: concurrency 2 costs 10-40 % more CPU a frame on either path). sharp
+// hand-offs (bench/frames.ts on 2 cores: concurrency 2 costs a median 25 % more CPU a frame on either path). sharp
 // already picks 1 on glibc without jemalloc; elsewhere it would take the core count. Process-wide: besides
 // frames it only reaches the simulator `rlloop demo` runs beside the daemon; the trainer decodes in its own
 // processes, which do not load this file.
