@@ -4,6 +4,7 @@
 export * from "./enums.js";
 export * from "./events.js";
 export * from "./job.js";
+export * from "./lease.js";
 export * from "./manifest.js";
 export * from "./names.js";
 export * from "./primitives.js";

@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { RolloutRejected, AdapterPublished, ReplicaEvent, RoundEvent, RoundSummary, StatsEvent } from "./events.js";
 import { TrainJob } from "./job.js";
+import { LeaseRecord } from "./lease.js";
 import { Manifest } from "./manifest.js";
 import { RolloutCompleted } from "./rollout.js";
 import { StateRecord } from "./state.js";
@@ -21,6 +22,7 @@ export const WIRE_SCHEMAS: Record<string, { title: string; schema: z.ZodType }> 
   "ppo-stats.schema.json": { title: "PpoStats", schema: PpoStats },
   "manifest.schema.json": { title: "Manifest", schema: Manifest },
   "state-record.schema.json": { title: "StateRecord", schema: StateRecord },
+  "lease-record.schema.json": { title: "LeaseRecord", schema: LeaseRecord },
   "train-job.schema.json": { title: "TrainJob", schema: TrainJob },
 };
 

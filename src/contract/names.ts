@@ -58,10 +58,15 @@ export const EVENT_STREAM_SUBJECTS = ["rlloop.*.rollout.rejected", "rlloop.*.rou
 
 /** KV key of a policy's state record. */
 export const stateKey = (policy: string): string => policy;
+/** KV key (bucket `rlloop`) of a policy's lease: held by the one active daemon, expiring unless renewed. */
+export const leaseKey = (policy: string): string => `${policy}.lease`;
 /** Versioned adapter name vLLM serves: `<policy>-r<round>` (never loaded in place). */
 export const adapterName = (policy: string, round: number): string => `${policy}-r${round}`;
-/** Object-store prefix of a round's adapter; files are `<prefix>/adapter_config.json` etc. */
+/** Object-store prefix of a round's adapter; files are `<prefix>/adapter_config.json` etc., and the committed round's
+ *  optimizer state and manifest.json beside them. */
 export const adapterObjectPrefix = (policy: string, round: number): string => `${policy}/r${round}`;
+/** Object-store prefix of a policy's frozen reference adapter (the KL term's). */
+export const referenceObjectPrefix = (policy: string): string => `${policy}/reference`;
 /** Durable consumer name of the daemon for a policy. */
 export const consumerName = (policy: string): string => `rlloop-${policy}`;
 

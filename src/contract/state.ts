@@ -5,10 +5,19 @@ import { z } from "zod";
 import { StateOutcome } from "./enums.js";
 import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex } from "./primitives.js";
 
+/** A folder's files kept in the object store, so that a daemon on another host (a standby) continues from them. */
+export const StoredFolder = z.object({
+  bucket: z.string().meta({ description: "object store (rlloop-adapters)" }),
+  prefix: z.string().meta({ description: "object names are <prefix>/<file name>" }),
+  files: z.array(z.object({ name: z.string(), sha256: sha256Hex(), size: nonNegativeInt() })),
+}).meta({ description: "the folder's files in the object store" });
+export type StoredFolder = z.infer<typeof StoredFolder>;
+
 const AdapterState = z.object({
   round: nonNegativeInt().meta({ description: "round that produced it; 0 = the initial (SFT) adapter" }),
-  path: z.string().meta({ description: "its folder on the daemon's disk" }),
+  path: z.string().meta({ description: "its folder on the disk of the daemon that committed the record" }),
   sha256: sha256Hex().nullable(),
+  objects: StoredFolder.optional().meta({ description: "the adapter and the optimizer state that continues it (optimizer.safetensors and optimizer.json), stored before the commit" }),
 });
 
 export const StateRecord = z.object({
@@ -17,7 +26,7 @@ export const StateRecord = z.object({
   round: nonNegativeInt().meta({ description: "last committed round (0 = none yet)" }),
   outcome: enumOf(StateOutcome, "that round's outcome"),
   adapter: AdapterState.meta({ description: "the adapter the next round continues and rollouts should be served by" }),
-  reference: z.object({ path: z.string(), sha256: sha256Hex().nullable() }),
+  reference: z.object({ path: z.string(), sha256: sha256Hex().nullable(), objects: StoredFolder.optional() }),
   last_seq: nonNegativeInt().meta({ description: "highest stream sequence of the committed rounds' events" }),
   ack_floor: nonNegativeInt().meta({ description: "the consumer's ack floor seen at commit time: where a re-created consumer starts" }),
   recent_adapters: z.array(z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }))

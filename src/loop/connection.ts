@@ -1,14 +1,22 @@
-// The daemon's NATS connection: credentials and TLS from config (never logged), reconnect forever, and the
-// JetStream resources it relies on (the two streams) created or brought in line with the config. KV and object
-// store buckets are opened by their owners (state.ts, consumed-ids.ts, publish.ts).
-import { readFileSync } from "node:fs";
-import { jetstream, JetStreamApiCodes, JetStreamApiError, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
-import { credsAuthenticator, nanos, type NatsConnection } from "@nats-io/nats-core";
+// The loop's NATS connection: servers and credentials from the config (nats-auth.ts; never logged), TLS, reconnect
+// forever once connected, and the JetStream resources it relies on (the two streams) created or brought in line
+// with the config (reconcile.ts). KV and object store buckets are opened by buckets.ts.
+// The first connection waits as long as the server is not there yet (a daemon starts before its NATS), but a
+// failure that would repeat forever — refused credentials, an untrusted certificate — ends it with the reason
+// (connect-failure.ts).
+import { accessSync, constants } from "node:fs";
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
+import { nanos, type NatsConnection } from "@nats-io/nats-core";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import type { Config } from "./config/index.js";
+import { redactUrl, type Config } from "./config/index.js";
+import { permanentFailure } from "./connect-failure.js";
 import { ConfigError } from "./errors.js";
+import { natsAuth } from "./nats-auth.js";
+import { ensureStream } from "./reconcile.js";
 import { EVENT_STREAM, EVENT_STREAM_SUBJECTS, ROLLOUT_STREAM, ROLLOUT_STREAM_SUBJECTS } from "../contract/index.js";
+
+export { isApiError } from "./reconcile.js";
 
 export interface Nats {
   nc: NatsConnection;
@@ -16,20 +24,35 @@ export interface Nats {
   jsm: JetStreamManager;
 }
 
-export function connectionOptions(nats: Config["nats"], url: string): NodeConnectionOptions {
-  const options: NodeConnectionOptions = {
-    servers: url.split(",").map((s) => s.trim()).filter(Boolean),
+/** How long one first-connection attempt may take, and the longest wait between attempts. */
+const ATTEMPT_TIMEOUT_MS = 10_000;
+const MAX_WAIT_MS = 5000;
+
+export function connectionOptions(nats: Config["nats"], url: string): NodeConnectionOptions & { method: string } {
+  const auth = natsAuth(nats, url);
+  const options: NodeConnectionOptions & { method: string } = {
+    servers: auth.servers,
     name: nats.name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
-    waitOnFirstConnect: true,
     pingInterval: 10_000,
+    method: auth.method,
   };
-  if (nats.user !== null) options.user = nats.user;
-  if (nats.pass !== null) options.pass = nats.pass;
-  if (nats.token !== null) options.token = nats.token;
-  if (nats.credsFile !== null) options.authenticator = credsAuthenticator(readFileSync(nats.credsFile));
+  if (auth.user !== undefined) options.user = auth.user;
+  if (auth.pass !== undefined) options.pass = auth.pass;
+  if (auth.token !== undefined) options.token = auth.token;
+  if (auth.authenticator !== undefined) options.authenticator = auth.authenticator;
   if (nats.tls !== null) {
+    for (const field of ["ca", "cert", "key"] as const) {
+      const file = nats.tls[field];
+      if (file === null) continue;
+      try {
+        accessSync(file, constants.R_OK);
+      } catch (cause) {
+        throw new ConfigError(`'nats.tls.${field}' ${file} cannot be read: ${(cause as NodeJS.ErrnoException).code ?? (cause as Error).message}`, { cause });
+      }
+    }
+    if ((nats.tls.cert === null) !== (nats.tls.key === null)) throw new ConfigError("'nats.tls.cert' and 'nats.tls.key' go together (a client certificate and its key)");
     options.tls = {
       ...(nats.tls.ca ? { caFile: nats.tls.ca } : {}),
       ...(nats.tls.cert ? { certFile: nats.tls.cert } : {}),
@@ -39,16 +62,35 @@ export function connectionOptions(nats: Config["nats"], url: string): NodeConnec
   return options;
 }
 
+export interface ConnectOptions {
+  /** the first connection must succeed within this long, or fail (the operator commands); default: wait for it */
+  timeoutMs?: number;
+  /** where the wait for a server that is not up yet is logged */
+  log?: Logger;
+}
+
 /**
- * Connects (waiting for the server as long as it takes, as a daemon should); with `timeoutMs` a first connection
- * that does not succeed within it fails instead (the operator commands).
+ * Connects. Without `timeoutMs`, a server that is not reachable yet is waited for as long as it takes (as a daemon
+ * should); a refusal that cannot change by waiting is a ConfigError with the reason in one line.
  */
-export async function connectNats(nats: Config["nats"], url: string, opts: { timeoutMs?: number } = {}): Promise<Nats> {
-  const options = connectionOptions(nats, url);
-  if (opts.timeoutMs !== undefined) Object.assign(options, { waitOnFirstConnect: false, timeout: opts.timeoutMs });
-  const nc = await connect(options);
-  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-  return { nc, js: jetstream(nc, { timeout: 10_000 }), jsm };
+export async function connectNats(nats: Config["nats"], url: string, opts: ConnectOptions = {}): Promise<Nats> {
+  const { method, ...options } = connectionOptions(nats, url);
+  const failed = { shownUrl: redactUrl(url), server: options.servers?.[0] as string, method, tls: nats.tls };
+  let waitMs = 500;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const nc = await connect({ ...options, waitOnFirstConnect: false, timeout: opts.timeoutMs ?? ATTEMPT_TIMEOUT_MS });
+      const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+      return { nc, js: jetstream(nc, { timeout: 10_000 }), jsm };
+    } catch (err) {
+      const reason = await permanentFailure(err, failed);
+      if (reason !== null) throw new ConfigError(reason, { cause: err });
+      if (opts.timeoutMs !== undefined) throw err;
+      if (attempt === 1 || attempt % 10 === 0) opts.log?.warn({ url: failed.shownUrl, attempt, err: (err as Error).message }, "waiting for NATS");
+      await new Promise((r) => setTimeout(r, waitMs));
+      waitMs = Math.min(MAX_WAIT_MS, waitMs * 2);
+    }
+  }
 }
 
 /** The streams the daemon owns, as the config wants them (limits retention: rounds are replayable from the stream). */
@@ -72,44 +114,9 @@ export function streamConfigs(stream: Config["stream"]): Array<Partial<StreamCon
 }
 
 /**
- * Reconcile, don't just create: a missing stream is created, one whose subjects, age limit, duplicate window or
- * replicas differ from the config is updated (a log line names what changed). A change the server refuses (a
- * subject another stream owns, more replicas than the cluster has) fails the start with the server's reason.
+ * A missing stream is created, one whose subjects, age limit, duplicate window or replicas differ from the config
+ * is updated (a log line names what changed); a change the server refuses fails the start (reconcile.ts).
  */
 export async function ensureStreams(jsm: JetStreamManager, stream: Config["stream"], log?: Logger): Promise<void> {
   for (const wanted of streamConfigs(stream)) await ensureStream(jsm, wanted, log);
-}
-
-const RECONCILED = ["subjects", "max_age", "duplicate_window", "num_replicas"] as const;
-
-async function ensureStream(jsm: JetStreamManager, wanted: Partial<StreamConfig> & { name: string }, log?: Logger): Promise<void> {
-  let info;
-  try {
-    info = await jsm.streams.info(wanted.name);
-  } catch (err) {
-    if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
-    await jsm.streams.add(wanted);
-    log?.info({ stream: wanted.name }, "stream created");
-    return;
-  }
-  const current = info.config as unknown as Record<string, unknown>;
-  const changed = RECONCILED.filter((key) => !sameValue(current[key], (wanted as Record<string, unknown>)[key]));
-  if (changed.length === 0) return;
-  const changes = Object.fromEntries(changed.map((key) => [key, { from: current[key], to: (wanted as Record<string, unknown>)[key] }]));
-  try {
-    await jsm.streams.update(wanted.name, Object.fromEntries(changed.map((key) => [key, (wanted as Record<string, unknown>)[key]])));
-  } catch (cause) {
-    throw new ConfigError(`stream ${wanted.name}: the server refused to change ${changed.join(", ")} (${(cause as Error).message})`, { cause });
-  }
-  log?.info({ stream: wanted.name, changes }, "stream updated to the config");
-}
-
-function sameValue(a: unknown, b: unknown): boolean {
-  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && [...a].sort().every((x, i) => x === [...b].sort()[i]);
-  return a === b;
-}
-
-/** A JetStream API error with this code (checked by code, never by message text). */
-export function isApiError(err: unknown, code: number): boolean {
-  return err instanceof JetStreamApiError && err.code === code;
 }

@@ -19,6 +19,11 @@ export class ConsumedIds {
     return new ConsumedIds(kv, policy);
   }
 
+  /** Over a bucket the daemon opened and reconciled (buckets.ts). */
+  static of(kv: KV, policy: string): ConsumedIds {
+    return new ConsumedIds(kv, policy);
+  }
+
   /** Stream sequence the id was consumed under within the window, or null. */
   async seqOf(id: string): Promise<number | null> {
     const entry = await this.kv.get(this.#key(id));

@@ -7,7 +7,6 @@ import type { Server } from "node:http";
 import { access } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
-import { Objm, type ObjectStore } from "@nats-io/obj";
 import type { Service } from "@nats-io/services";
 import type { Logger } from "pino";
 import type { RoundSummary, StatsEvent } from "../contract/index.js";
@@ -19,19 +18,22 @@ import { RecentSeqs } from "./applied.js";
 import { CliRoundTrainer } from "./cli-trainer.js";
 import { configHash, redactedConfig, redactUrl, type Config } from "./config/index.js";
 import { connectNats, ensureStreams, type Nats } from "./connection.js";
+import { openAdapterBucket, openIdsBucket, openStateBucket } from "./buckets.js";
 import { ConsumedIds } from "./consumed-ids.js";
+import { adapterFolders, syncManifests } from "./continuation.js";
 import { setPhase, type Buffered, type LoopContext } from "./context.js";
 import { ConfigError, isStopRequested } from "./errors.js";
 import { EventPublisher } from "./events.js";
+import { frameObjectOpener } from "./frame-objects.js";
 import { HeldMessages } from "./held.js";
 import { Intake } from "./intake.js";
+import { Lease } from "./lease.js";
 import { readManifest, type Manifest } from "./manifest.js";
 import { serveHttp, type Readiness } from "./http-server.js";
 import { Metrics } from "./metrics.js";
 import { startOwnServer, type OwnServer } from "./nats-server.js";
 import { roundDir } from "./paths.js";
 import { Probe } from "./probe.js";
-import { openAdapterStore } from "./publish.js";
 import { recover, roundNumbers } from "./recovery.js";
 import { ResidentRoundTrainer } from "./resident-trainer.js";
 import { readRoundRollouts } from "./round-rollouts.js";
@@ -64,6 +66,7 @@ export class Daemon {
   #trainer: RoundTrainer;
   #lock: WorkDirLock | null = null;
   #nats: Nats | null = null;
+  #lease: Lease | null = null;
   #ownServer: OwnServer | null = null;
   #intake: Intake | null = null;
   #runner: RoundRunner | null = null;
@@ -111,6 +114,8 @@ export class Daemon {
       pending = await this.#open();
     } catch (err) {
       await this.#closeAfterFailedStart();
+      // a standby stopped while it waited for the lease: a clean stop
+      if (this.#stopRequested && isStopRequested(err)) return this.#resolveClosed(null);
       if (this.#stopRequested) this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns
       throw err;
     } finally {
@@ -136,20 +141,30 @@ export class Daemon {
     await this.#trainer.start();
     this.#trainerReady = true;
     const url = await this.#natsUrl();
-    const nats = await connectNats(this.config.nats, url);
+    const nats = await connectNats(this.config.nats, url, { log: this.log });
     this.#nats = nats;
     this.natsUrl = url;
     this.#connected = true;
     void this.#watchConnection(nats);
     this.#checkPayloadLimits(nats);
+    const buckets = { replicas: this.config.stream.replicas, log: this.log };
+    const stateBucket = await openStateBucket(nats.nc, buckets);
+    // a standby waits here, checked and with its trainer started, until the active daemon stops renewing the lease
+    this.#lease = await Lease.acquire({
+      kv: stateBucket, js: nats.js, policy: this.config.policy.name, ttlS: this.config.lease.ttlS, workDir: this.config.workDir,
+      standby: this.config.lease.standby, signal: this.#stopper.signal, log: this.log, onLost: (err) => this.#onFatal(err),
+    });
     await ensureStreams(nats.jsm, this.config.stream, this.log);
-    const states = await StateStore.open(nats.nc, this.config.policy.name, this.config.stream.replicas);
-    const state = (await states.read()) ?? (await this.#initialState());
+    const states = StateStore.of(stateBucket, this.config.policy.name);
+    const adapters = await openAdapterBucket(nats.nc, buckets);
+    const stored = await states.read();
+    // what the record names, on this disk: downloaded when it is not (a daemon taking over from another host)
+    const state = stored ? { ...stored, record: await adapterFolders(adapters, stored.record, this.config.workDir, this.log) } : await this.#initialState();
     await this.#checkStateAdapters(state.record);
     const probe = new Probe(this.#trainer, this.config);
     if (this.config.trainer.probeAtStart) await this.#probeAtStart(probe, state.record);
-    const adapters = await openAdapterStore(nats.nc, this.config.stream.replicas);
-    const consumedIds = await ConsumedIds.open(nats.nc, this.config.policy.name, this.config.intake.duplicateWindowS, this.config.stream.replicas);
+    const consumedIds = ConsumedIds.of(await openIdsBucket(nats.nc, this.config.intake.duplicateWindowS, buckets), this.config.policy.name);
+    if (stored) await syncManifests(adapters, stored.record, this.config.workDir, this.config.intake.dedupRounds, this.log);
     const recovered = await recover(this.config.workDir, state.record, this.config.intake.dedupRounds, this.log);
     const ctx = this.#context(nats, state, recovered.applied, consumedIds);
     this.#ctx = ctx;
@@ -159,11 +174,11 @@ export class Daemon {
     }, logger("intake", { policy: ctx.policy }));
     const vctx = validateContext(this.config);
     this.#runner = new RoundRunner({
-      ctx, trainer: this.#trainer, probe, states, adapters,
+      ctx, trainer: this.#trainer, probe, states, adapters, lease: this.#lease,
       ackFloor: () => this.#intake?.ackFloor() ?? Promise.resolve(null),
       rollouts: (round, events) => readRoundRollouts(nats.jsm, round, events, vctx),
     });
-    this.#admission = new Admission(ctx, this.#frameObjects(nats), () => this.#nextRound);
+    this.#admission = new Admission(ctx, frameObjectOpener(nats.nc, this.config.frames.objectBucket), () => this.#nextRound);
     await this.#startObservability(ctx);
     await this.#intake.ensureConsumer();
     return recovered.pending;
@@ -173,6 +188,7 @@ export class Daemon {
   async stop(): Promise<void> {
     if (this.#opening) {
       this.#stopRequested = true;
+      this.#stopper.abort(); // ends a standby's wait for the lease
       return void (await this.closed);
     }
     const ctx = this.#ctx;
@@ -195,6 +211,7 @@ export class Daemon {
     await this.#ui?.stop().catch(() => {});
     await new Promise<void>((r) => (this.#http ? this.#http.close(() => r()) : r()));
     await this.#trainer.close();
+    await this.#lease?.release();
     await ctx.nats.nc.drain().catch(() => {});
     await this.#ownServer?.stop();
     await this.#lock?.release();
@@ -220,6 +237,7 @@ export class Daemon {
     this.#ctx?.held.release();
     this.#ticker?.stop();
     await this.#trainer.close().catch(() => {});
+    await this.#lease?.release().catch(() => {});
     await this.#nats?.nc.close().catch(() => {});
     await this.#ownServer?.stop().catch(() => {});
     await this.#lock?.release().catch(() => {});
@@ -307,14 +325,6 @@ export class Daemon {
       phase: "starting",
       stopping: false,
     };
-  }
-
-  #frameObjects(nats: Nats): () => Promise<ObjectStore> {
-    let store: Promise<ObjectStore> | null = null;
-    return () => (store ??= new Objm(nats.nc).open(this.config.frames.objectBucket).catch((err: unknown) => {
-      store = null;
-      throw err;
-    }));
   }
 
   async #startObservability(ctx: LoopContext) {

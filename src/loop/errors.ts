@@ -33,6 +33,12 @@ export class WorkDirLockedError extends Error {
   override name = "WorkDirLockedError";
 }
 
+/** The policy's lease is held by a daemon elsewhere (a start without --standby), or this daemon lost it: another
+ *  took over. A daemon that lost its lease must not commit anything. */
+export class LeaseError extends Error {
+  override name = "LeaseError";
+}
+
 /** A replayed round does not reproduce its manifest. */
 export class ReplayMismatchError extends Error {
   override name = "ReplayMismatchError";
@@ -46,6 +52,7 @@ export class StopRequestedError extends Error {
 export const isRolloutRejected = (err: unknown): err is RolloutRejectedError => err instanceof RolloutRejectedError;
 export const isStateConflict = (err: unknown): err is StateConflictError => err instanceof StateConflictError;
 export const isStopRequested = (err: unknown): err is StopRequestedError => err instanceof StopRequestedError;
+export const isLeaseError = (err: unknown): err is LeaseError => err instanceof LeaseError;
 
 /** errno codes of failures of the host (disk, descriptors, network), not of what is being read. */
 const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);

@@ -7,9 +7,11 @@
 import { realpathSync } from "node:fs";
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, resolve, sep } from "node:path";
+import { JetStreamApiCodes } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import sharp from "sharp";
 import { RolloutRejectedError } from "./errors.js";
+import { isApiError } from "./reconcile.js";
 import type { ImageRef } from "../contract/index.js";
 
 export interface FrameLimits {
@@ -191,7 +193,7 @@ async function readFrameObject(name: string, limits: FrameLimits): Promise<Buffe
     store = await limits.objects();
   } catch (cause) {
     // a bucket that does not exist holds no frame; anything else (disconnect) is not the event's fault
-    if (!/not found/i.test(String((cause as Error).message))) throw cause;
+    if (!isApiError(cause, JetStreamApiCodes.StreamNotFound)) throw cause;
     throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)}: the frames object store does not exist`, { cause });
   }
   const info = await store.info(name);

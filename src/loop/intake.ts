@@ -6,8 +6,9 @@ import { AckPolicy, DeliverPolicy, type ConsumerConfig, type ConsumerMessages, t
 import { nanos } from "@nats-io/nats-core";
 import type { Logger } from "pino";
 import type { Config } from "./config/index.js";
-import { JetStreamApiCodes } from "@nats-io/jetstream";
-import { isApiError } from "./connection.js";
+import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
+import { ConfigError } from "./errors.js";
+import { isApiError } from "./reconcile.js";
 import { consumerName, ROLLOUT_STREAM, subjects } from "../contract/index.js";
 
 export interface IntakeOptions {
@@ -45,19 +46,37 @@ export class Intake {
     return startSeq > 1 ? { ...config, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq } : { ...config, deliver_policy: DeliverPolicy.All };
   }
 
-  /** Create the durable consumer when missing; bring ack_wait / max_ack_pending in line with the config. */
+  /**
+   * Create the durable consumer when missing; bring ack_wait, max_ack_pending and the filter subjects in line with
+   * the config (a log line names each change; a change the server refuses is a ConfigError).
+   */
   async ensureConsumer(): Promise<void> {
     const wanted = this.consumerConfig(this.opts.startSeq());
+    let current: ConsumerConfig;
     try {
-      const info = await this.jsm.consumers.info(ROLLOUT_STREAM, this.name);
-      if (info.config.ack_wait !== wanted.ack_wait || info.config.max_ack_pending !== wanted.max_ack_pending) {
-        await this.jsm.consumers.update(ROLLOUT_STREAM, this.name, { ack_wait: wanted.ack_wait, max_ack_pending: wanted.max_ack_pending });
-      }
+      current = (await this.jsm.consumers.info(ROLLOUT_STREAM, this.name)).config;
     } catch (err) {
       if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
       this.log.info({ startSeq: wanted.opt_start_seq ?? 1 }, "creating consumer");
       await this.jsm.consumers.add(ROLLOUT_STREAM, wanted);
+      return;
     }
+    // the server keeps a one-subject list as filter_subject
+    const filters = current.filter_subjects ?? (current.filter_subject ? [current.filter_subject] : []);
+    const changes: Record<string, { from: unknown; to: unknown }> = {};
+    if (current.ack_wait !== wanted.ack_wait) changes.ack_wait = { from: current.ack_wait, to: wanted.ack_wait };
+    if (current.max_ack_pending !== wanted.max_ack_pending) changes.max_ack_pending = { from: current.max_ack_pending, to: wanted.max_ack_pending };
+    if (filters.join(" ") !== (wanted.filter_subjects ?? []).join(" ")) changes.filter_subjects = { from: filters, to: wanted.filter_subjects };
+    if (Object.keys(changes).length === 0) return;
+    try {
+      await this.jsm.consumers.update(ROLLOUT_STREAM, this.name, {
+        ack_wait: wanted.ack_wait, max_ack_pending: wanted.max_ack_pending, filter_subjects: wanted.filter_subjects,
+      });
+    } catch (cause) {
+      if (!(cause instanceof JetStreamApiError)) throw cause;
+      throw new ConfigError(`consumer ${this.name}: the server refused to change ${Object.keys(changes).join(", ")}: ${cause.message} (JetStream error ${cause.code})`, { cause });
+    }
+    this.log.info({ consumer: this.name, changes }, `consumer ${this.name} updated to the config: ${Object.keys(changes).join(", ")}`);
   }
 
   /** Messages until stop(). Survives reconnects (the client re-pulls) and consumer deletion (re-created here). */

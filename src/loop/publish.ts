@@ -3,14 +3,9 @@
 // holds across crashes twice over: the announcement carries Nats-Msg-Id <policy>.adapter.r<round> (duplicate
 // window) and an expected-last-subject-sequence taken from the subject's last message, which is read first: if
 // it already announces this round or a later one, nothing is published.
-import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
-import { join } from "node:path";
-import { Readable } from "node:stream";
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/nats-core";
-import { Objm, type ObjectStore } from "@nats-io/obj";
-import { sha256File } from "../files.js";
+import type { ObjectStore } from "@nats-io/obj";
+import { storeFolder } from "./continuation.js";
 import { ADAPTER_FILES } from "./trainer.js";
 import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats } from "../contract/index.js";
 
@@ -22,10 +17,6 @@ export interface PublishRequest {
 }
 
 export type PublishResult = { published: true; event: AdapterPublished } | { published: false; lastRound: number };
-
-export async function openAdapterStore(nc: NatsConnection, replicas: number): Promise<ObjectStore> {
-  return new Objm(nc).create(ADAPTER_BUCKET, { replicas });
-}
 
 /** The last announcement on the policy's adapters subject: its stream sequence and round (null when none). */
 export async function lastAnnouncement(jsm: JetStreamManager, policy: string): Promise<{ seq: number; round: number } | null> {
@@ -46,16 +37,10 @@ export async function publishAdapter(
   const last = await lastAnnouncement(nats.jsm, req.policy);
   if (last && last.round >= req.round) return { published: false, lastRound: last.round };
   const prefix = adapterObjectPrefix(req.policy, req.round);
-  const files = [];
-  for (const name of ADAPTER_FILES) {
-    const path = join(req.adapterDir, name);
-    const object = `${prefix}/${name}`;
-    const digest = await sha256File(path);
-    const size = (await stat(path)).size;
-    // a re-put after a crash replaces the object with identical bytes
-    await store.put({ name: object }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
-    files.push({ name, object, sha256: digest, size });
-  }
+  // the files were stored before the commit (continuation.ts): objects holding the same bytes are not put again
+  const stored = await storeFolder(store, req.adapterDir, prefix, ADAPTER_FILES);
+  if (stored.files.length !== ADAPTER_FILES.length) throw new Error(`round ${req.round}: ${req.adapterDir} lacks ${ADAPTER_FILES.filter((n) => !stored.files.some((f) => f.name === n)).join(", ")}`);
+  const files = stored.files.map((f) => ({ name: f.name, object: `${prefix}/${f.name}`, sha256: f.sha256, size: f.size }));
   await hooks.afterPut?.();
   const event: AdapterPublished = {
     type: "adapter.published",

@@ -4,13 +4,12 @@
 // re-run the round from the manifest's parent adapter into DIR/adapter. The live state is never touched.
 import { copyFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { NatsConnection } from "@nats-io/nats-core";
-import { Objm, type ObjectStore } from "@nats-io/obj";
 import { trainJsonl, TRAIN_FILE, type RoundRollout } from "./assemble.js";
 import type { Config } from "./config/index.js";
 import { connectNats } from "./connection.js";
 import { ReplayMismatchError } from "./errors.js";
 import { sha256, writeFileAtomic } from "../files.js";
+import { frameObjectOpener } from "./frame-objects.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { readManifest, type Manifest } from "./manifest.js";
 import { runningOwnServerUrl } from "./nats-server.js";
@@ -61,7 +60,7 @@ export async function replayRound(opts: ReplayOptions): Promise<ReplayResult> {
     }
     const out = opts.out ?? defaultReplayDir(config, round);
     await mkdir(join(out, "frames"), { recursive: true });
-    const limits: FrameLimits = { roots: config.frames.roots, maxBytes: config.frames.maxBytes, maxPixels: config.frames.maxPixels, objects: lazyStore(nats.nc, config.frames.objectBucket) };
+    const limits: FrameLimits = { roots: config.frames.roots, maxBytes: config.frames.maxBytes, maxPixels: config.frames.maxPixels, objects: frameObjectOpener(nats.nc, config.frames.objectBucket) };
     await materialiseFrames(items, out, original, limits);
     await writeFileAtomic(join(out, TRAIN_FILE), text);
     await writeFileAtomic(join(out, "manifest.json"), `${JSON.stringify({ ...manifest, replayOf: original }, null, 2)}\n`);
@@ -102,9 +101,4 @@ async function retrain(opts: ReplayOptions, manifest: Manifest, out: string): Pr
   } finally {
     await trainer.close();
   }
-}
-
-function lazyStore(nc: NatsConnection, bucket: string): () => Promise<ObjectStore> {
-  let store: Promise<ObjectStore> | null = null;
-  return () => (store ??= new Objm(nc).open(bucket));
 }

@@ -15,7 +15,8 @@ import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./asse
 import { Backoff } from "./backoff.js";
 import { configHash } from "./config/index.js";
 import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
-import { isStateConflict, StopRequestedError } from "./errors.js";
+import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
+import { isLeaseError, isStateConflict, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate } from "./gate.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
@@ -37,6 +38,8 @@ export interface RunnerDeps {
   adapters: ObjectStore;
   /** current consumer ack floor, recorded in the state (null when unknown) */
   ackFloor: () => Promise<number | null>;
+  /** the policy's lease (lease.ts), checked before each commit; absent in tests that run a runner alone */
+  lease?: { assertHeld(): Promise<void> };
   /** the rollouts of events not held in memory, read back from the stream (a round resumed after a restart) */
   rollouts: (round: number, events: Manifest["events"]) => Promise<RoundRollout[]>;
 }
@@ -103,13 +106,23 @@ export class RoundRunner {
     await this.#recordRejections(trained.manifest);
     setPhase(ctx, "committing");
     await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, stopped: () => ctx.stopping });
-    const next = await this.#nextState(trained.manifest, verdict, adapter);
-    const revision = await retrying(() => this.deps.states.commit(next, ctx.state.revision), {
-      what: `commit of round ${manifest.round}`, log: ctx.log, fatal: isStateConflict,
-    });
+    const prev = ctx.state.record;
+    const committed = committedManifest(trained.manifest, verdict);
+    // what the next round continues from goes to the object store before the commit (continuation.ts)
+    const next = await retrying(async () => {
+      const record = await storeContinuation(this.deps.adapters, await this.#nextState(trained.manifest, verdict, adapter), prev);
+      await storeManifest(this.deps.adapters, committed);
+      return record;
+    }, { what: `objects of round ${manifest.round}`, log: ctx.log, stopped: () => ctx.stopping });
+    // without the lease, nothing is committed (lease.ts); the compare-and-set refuses a second writer anyway
+    const revision = await retrying(async () => {
+      await this.deps.lease?.assertHeld();
+      return this.deps.states.commit(next, ctx.state.revision);
+    }, { what: `commit of round ${manifest.round}`, log: ctx.log, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
     await pausePoint("committed", manifest.round, ctx.log);
-    await this.#afterCommit(trained.manifest, verdict, revision, dir);
+    await this.#afterCommit(committed, verdict, revision, dir);
+    await dropOptimizer(this.deps.adapters, prev.adapter, next.adapter, ctx.log);
     this.#known.clear();
     if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
     this.#lastArrival = null;
@@ -329,10 +342,7 @@ export class RoundRunner {
   async #afterCommit(manifest: Manifest, verdict: Verdict, revision: number, dir: string): Promise<void> {
     const { ctx } = this;
     const round = manifest.round;
-    await writeManifest(dir, updated(manifest, {
-      status: "committed", outcome: verdict.outcome,
-      ...(verdict.reason ? { reason: verdict.reason } : {}), ...(verdict.stats ? { stats: verdict.stats } : {}),
-    }));
+    await writeManifest(dir, manifest);
     ctx.applied.add(round, manifest.events);
     const poisoned = manifest.poisoned.map((p) => p.seq);
     for (const seq of poisoned) ctx.rejectedSeqs.add(seq);
@@ -375,6 +385,14 @@ export class RoundRunner {
     if (this.#lastArrival !== null) ctx.metrics.roundLatency.observe((Date.now() - this.#lastArrival) / 1000);
     await ctx.events.round({ type: "round.published", round, name: result.event.name });
   }
+}
+
+/** The round's manifest as it reads once committed (stored before the commit, written to disk after it). */
+function committedManifest(manifest: Manifest, verdict: Verdict): Manifest {
+  return updated(manifest, {
+    status: "committed", outcome: verdict.outcome,
+    ...(verdict.reason ? { reason: verdict.reason } : {}), ...(verdict.stats ? { stats: verdict.stats } : {}),
+  });
 }
 
 function lastRoundStats(round: number, outcome: RoundOutcome, stats: PpoStats): LoopContext["tally"]["last"] {

@@ -3,6 +3,7 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { parseStateRecord, STATE_BUCKET, stateKey, StateRecord } from "../contract/index.js";
+import { STATE_HISTORY } from "./buckets.js";
 import { StateConflictError } from "./errors.js";
 
 export type { StateRecord } from "../contract/index.js";
@@ -19,8 +20,13 @@ export const RECENT_ADAPTERS = 16;
 export class StateStore {
   private constructor(private readonly kv: KV, private readonly policy: string) {}
 
+  /** Opens the bucket, creating it when missing (readers: status, tests); the daemon reconciles it (buckets.ts). */
   static async open(nc: NatsConnection, policy: string, replicas: number): Promise<StateStore> {
-    const kv = await new Kvm(nc).create(STATE_BUCKET, { history: 8, replicas });
+    const kv = await new Kvm(nc).create(STATE_BUCKET, { history: STATE_HISTORY, replicas });
+    return new StateStore(kv, policy);
+  }
+
+  static of(kv: KV, policy: string): StateStore {
     return new StateStore(kv, policy);
   }
 

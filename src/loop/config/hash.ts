@@ -1,10 +1,10 @@
-// The config hash recorded in manifests: the config without connection settings and credentials, keys sorted —
-// two daemons training the same way record the same hash wherever their NATS is.
+// The config hash recorded in manifests: the config without connection settings, credentials and the lease, keys
+// sorted — two daemons training the same way (an active one and its standby) record the same hash wherever their NATS is.
 import { createHash } from "node:crypto";
 import type { Config } from "./schema.js";
 
 export function configHash(config: Config): string {
-  const { nats: _nats, trainer, $schema: _schema, ...rest } = config;
+  const { nats: _nats, lease: _lease, trainer, $schema: _schema, ...rest } = config;
   const { env: _env, ...trainerWithoutEnv } = trainer;
   return createHash("sha256").update(canonicalJson({ ...rest, trainer: trainerWithoutEnv })).digest("hex");
 }

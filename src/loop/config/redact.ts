@@ -6,11 +6,11 @@ import type { Config } from "./schema.js";
 /** URL credentials shown as [redacted]: the same scrubbing every log line gets. */
 export const redactUrl = (url: string): string => scrub(url);
 
-/** Registers the config's secret values: the NATS password and token, user:pass in URLs, the trainer's environment. */
+/** Registers the config's secret values: the NATS password, token and nkey seed, user:pass in URLs, the trainer's environment. */
 export function registerConfigSecrets(config: Config): void {
   const { nats, trainer } = config;
   const inUrl = (nats.url ?? "").split(",").flatMap((url) => /\/\/([^@/\s]*)@/.exec(url)?.[1]?.split(":") ?? []);
-  registerSecrets(nats.pass, nats.token, ...inUrl.map((part) => decodeURIComponent(part)), ...Object.values(trainer.env));
+  registerSecrets(nats.pass, nats.token, nats.nkeySeed, ...inUrl.map((part) => decodeURIComponent(part)), ...Object.values(trainer.env));
 }
 
 export function redactedConfig(config: Config): Config {

@@ -29,6 +29,7 @@ const Nats = z.strictObject({
   user: doc(z.string().nullable().default(null), "user name (with `nats.pass`)"),
   pass: doc(z.string().nullable().default(null), "password (redacted in logs)"),
   token: doc(z.string().nullable().default(null), "token authentication (redacted)"),
+  nkeySeed: doc(z.string().nullable().default(null), "user nkey seed (`SU…`) for nkey authentication (redacted; prefer RLLOOP_NATS_NKEY_SEED)"),
   credsFile: doc(z.string().nullable().default(null), "path of a `.creds` file (JWT + nkey seed)"),
   tls: doc(Tls.nullable().default(null), "TLS: `{\"ca\": path, \"cert\": path, \"key\": path}` (each may be null)"),
   name: doc(z.string().default("rlloop-daemon"), "connection name shown by the server"),
@@ -42,7 +43,8 @@ const Stream = z.strictObject({
   duplicateWindowS: doc(seconds().default(600), "duplicate window of `RLLOOP_ROLLOUTS`: a rollout re-published with the same Nats-Msg-Id (its id) within it is dropped by the server"),
   eventsMaxAgeS: doc(seconds().default(30 * 86400), "age limit of `RLLOOP_EVENTS` (rejections, round lifecycle, adapter announcements)"),
   eventsDuplicateWindowS: doc(seconds().default(86400), "duplicate window of `RLLOOP_EVENTS`: a restart that repeats a rejection or announcement within it records nothing new"),
-  replicas: doc(positiveInt().default(1), "replicas of the streams, the KV buckets and the object store (clustered servers)"),
+  replicas: doc(positiveInt().max(5).refine((n) => n % 2 === 1, { error: "must be 1, 3 or 5 (an even count survives no more node failures than the odd count below it)" }).default(1),
+    "replicas of everything the daemon owns: both streams, the KV buckets `rlloop` and `rlloop-ids`, the object store `rlloop-adapters`. 1 on a single server; 3 on a JetStream cluster of 3 or more nodes (survives one node down); changed in place at start"),
 });
 
 const Consumer = z.strictObject({
@@ -141,6 +143,11 @@ const Ui = z.strictObject({
   token: doc(z.string().min(8).nullable().default(null), "require this token (open the page as <path>?token=…); null = none, which is refused unless metricsHost is loopback (redacted in logs)"),
 });
 
+const Lease = z.strictObject({
+  ttlS: doc(seconds().min(3, { error: "must be at least 3 s (it is renewed every third of it)" }).default(15), "the active daemon's lease of the policy (KV `rlloop`, key `<policy>.lease`) expires this long after its last renewal (every third of it); a standby takes over that long after the active one stopped renewing"),
+  standby: doc(z.boolean().default(false), "start as a standby (`rlloop daemon --standby`): check everything, start the trainer, then wait for the lease and take over from the state kept in NATS. false: a lease held by a daemon elsewhere ends the start"),
+});
+
 const Observe = z.strictObject({
   statsIntervalS: doc(seconds().default(10), "period of the stats event on `rlloop.<policy>.stats`"),
   metricsPort: doc(nonNegativeInt().max(65535).nullable().default(9464), "port of `/metrics` (Prometheus), `/livez`, `/readyz` (alias `/healthz`) and the web dashboard; 0 = a free port (logged); null = off"),
@@ -167,6 +174,7 @@ export const SECTIONS = {
   trainer: { schema: Trainer, title: "how a round is trained" },
   gate: { schema: Gate, title: "health gate before publishing (null = off)" },
   intake: { schema: Intake, title: "duplicates and redeliveries" },
+  lease: { schema: Lease, title: "one active daemon per policy, standbys wait" },
   observe: { schema: Observe, title: "stats, metrics and health" },
   log: { schema: Log, title: "logging" },
 } as const;
@@ -187,6 +195,7 @@ export const ConfigSchema = z.strictObject({
   trainer: Trainer.prefault({}),
   gate: Gate.prefault({}),
   intake: Intake.prefault({}),
+  lease: Lease.prefault({}),
   observe: Observe.prefault({}),
   log: Log.prefault({}),
 }).meta({ title: "rlloop daemon configuration", description: "rlloop daemon --config FILE; every field is optional (config/README.md)" });

@@ -33,7 +33,7 @@ export async function fetchAdapter(store: ObjectStore, announcement: AdapterPubl
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
   try {
-    for (const file of announcement.files) await download(store, file, join(tmp, file.name));
+    for (const file of announcement.files) await downloadObject(store, file, join(tmp, file.name));
     await rm(dir, { recursive: true, force: true });
     await rename(tmp, dir);
   } catch (err) {
@@ -56,7 +56,8 @@ function checkAnnouncement(a: AdapterPublished): void {
   }
 }
 
-async function download(store: ObjectStore, file: AdapterPublished["files"][number], target: string): Promise<void> {
+/** Streams one object to `target` while hashing it; a digest or size other than `file`'s is an AdapterFetchError. */
+export async function downloadObject(store: ObjectStore, file: { object: string; sha256: string; size: number }, target: string): Promise<void> {
   const result = await store.get(file.object);
   if (result === null) throw new AdapterFetchError(`object ${file.object} not found in bucket`);
   const hash = createHash("sha256");

@@ -1,0 +1,168 @@
+// Everything a round continues from lives in NATS, not only on the active daemon's disk, so that a daemon on another
+// host (a standby, or a fresh host with an empty work dir) continues the loop: before each commit the round's adapter
+// folder — the adapter, the optimizer state that continues it (optimizer.safetensors + optimizer.json), its stats —
+// and the committed manifest go into object store `rlloop-adapters` under `<policy>/r<round>/` (beside the published
+// adapter files), the reference adapter under `<policy>/reference/` once, and the state record names those objects.
+// A starting daemon whose disk lacks them downloads them into its own work dir (`adapterFolders`), and the manifests
+// of the last committed rounds (`syncManifests`), from which recovery knows the stream sequences already applied.
+// The optimizer state of an adapter no round continues any more is deleted from the store (the adapter stays: the
+// reloader may still fetch it).
+import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import type { ObjectStore } from "@nats-io/obj";
+import type { Logger } from "pino";
+import { ADAPTER_BUCKET, adapterObjectPrefix, decodeWithNonFinite, encodeWithNonFinite, parseManifest, referenceObjectPrefix, type StoredFolder } from "../contract/index.js";
+import { sha256File } from "../files.js";
+import { readManifest, writeManifest, type Manifest } from "./manifest.js";
+import { policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
+import { downloadObject } from "./reload/adapter-fetch.js";
+import type { StateRecord } from "./state.js";
+
+/** Files of an adapter folder a round continues from, those present: the PEFT adapter, rlloop's optimizer state and
+ *  its sidecar, a seed run's optimizer.pt, the round's statistics. */
+export const CONTINUATION_FILES = ["adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors", "optimizer.json", "optimizer.pt", "stats.json"] as const;
+/** The frozen reference needs its weights only. */
+const REFERENCE_FILES = ["adapter_config.json", "adapter_model.safetensors"] as const;
+const OPTIMIZER_FILES = ["optimizer.safetensors", "optimizer.json", "optimizer.pt"] as const;
+const MANIFEST_OBJECT = "manifest.json";
+
+/** Puts the folder's files under `prefix` (an object already holding the same bytes is left as it is). */
+export async function storeFolder(store: ObjectStore, dir: string, prefix: string, names: readonly string[] = CONTINUATION_FILES): Promise<StoredFolder> {
+  const files: StoredFolder["files"] = [];
+  for (const name of names) {
+    const path = join(dir, name);
+    const info = await stat(path).catch(() => null);
+    if (!info?.isFile()) continue;
+    const sha256 = await sha256File(path);
+    const object = `${prefix}/${name}`;
+    const existing = await store.info(object);
+    if (!existing || existing.deleted || existing.size !== info.size || digestHex(existing.digest) !== sha256) {
+      await store.put({ name: object }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
+    }
+    files.push({ name, sha256, size: info.size });
+  }
+  return { bucket: ADAPTER_BUCKET, prefix, files };
+}
+
+/** Makes `dir` hold the stored files (verified by sha256; an identical folder is kept); written whole or not at all. */
+export async function fetchFolder(store: ObjectStore, stored: StoredFolder, dir: string): Promise<void> {
+  if (await holds(dir, stored)) return;
+  const tmp = `${dir}.fetch-${process.pid}`;
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(tmp, { recursive: true });
+  try {
+    for (const file of stored.files) await downloadObject(store, { object: `${stored.prefix}/${file.name}`, sha256: file.sha256, size: file.size }, join(tmp, file.name));
+    await rm(dir, { recursive: true, force: true });
+    await rename(tmp, dir);
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Objects for the next state record: the adapter's continuation (uploaded when the record does not name it yet, or
+ *  it is a new adapter) and the reference's (once). */
+export async function storeContinuation(store: ObjectStore, next: StateRecord, prev: StateRecord): Promise<StateRecord> {
+  const moved = next.adapter.round !== prev.adapter.round || next.adapter.sha256 !== prev.adapter.sha256;
+  const adapterObjects = !moved && prev.adapter.objects ? prev.adapter.objects
+    : await storeFolder(store, next.adapter.path, adapterObjectPrefix(next.policy, next.adapter.round));
+  const referenceObjects = prev.reference.objects
+    ?? await storeFolder(store, next.reference.path, referenceObjectPrefix(next.policy), REFERENCE_FILES);
+  return { ...next, adapter: { ...next.adapter, objects: adapterObjects }, reference: { ...next.reference, objects: referenceObjects } };
+}
+
+/** The committed manifest, beside the round's adapter objects (written before the commit, as it will read after it). */
+export async function storeManifest(store: ObjectStore, manifest: Manifest): Promise<void> {
+  await store.putBlob({ name: `${adapterObjectPrefix(manifest.policy, manifest.round)}/${MANIFEST_OBJECT}` }, new TextEncoder().encode(encodeWithNonFinite(manifest, 2)));
+}
+
+export async function fetchManifest(store: ObjectStore, policy: string, round: number): Promise<Manifest | null> {
+  const data = await store.getBlob(`${adapterObjectPrefix(policy, round)}/${MANIFEST_OBJECT}`);
+  return data === null ? null : parseManifest(decodeWithNonFinite(new TextDecoder().decode(data)));
+}
+
+/** After a commit that moved to a new adapter: the previous adapter's optimizer state is no longer continued. */
+export async function dropOptimizer(store: ObjectStore, previous: StateRecord["adapter"], next: StateRecord["adapter"], log: Logger): Promise<void> {
+  if (!previous.objects || previous.objects.prefix === next.objects?.prefix) return;
+  for (const name of OPTIMIZER_FILES) {
+    if (!previous.objects.files.some((f) => f.name === name)) continue;
+    await store.delete(`${previous.objects.prefix}/${name}`).catch((err: unknown) => log.warn({ err, object: `${previous.objects?.prefix}/${name}` }, "old optimizer state not deleted from the object store"));
+  }
+}
+
+/**
+ * The record with its adapters on this disk: a folder named by the record that exists here with the same adapter is
+ * used as it is; else the stored objects are downloaded into this work dir. Records without objects (written by an
+ * older rlloop, or round 0 before any commit) are returned as they are.
+ */
+export async function adapterFolders(store: ObjectStore, record: StateRecord, workDir: string, log: Logger): Promise<StateRecord> {
+  const local = async (path: string, stored: StoredFolder | undefined, fallback: string): Promise<string> => {
+    if (!stored || (await holds(path, stored))) return path;
+    log.info({ objects: stored.prefix, dir: fallback }, "fetching from the object store what the next round continues from");
+    await fetchFolder(store, stored, fallback);
+    return fallback;
+  };
+  const adapterDir = record.adapter.round === 0 ? join(workDir, "adapters", record.policy, "r0") : join(roundDir(workDir, record.policy, record.adapter.round), "adapter");
+  return {
+    ...record,
+    adapter: { ...record.adapter, path: await local(record.adapter.path, record.adapter.objects, adapterDir) },
+    reference: { ...record.reference, path: await local(record.reference.path, record.reference.objects, join(workDir, "adapters", record.policy, "reference")) },
+  };
+}
+
+/**
+ * Brings this work dir's round folders in line with the committed history before recovery reads them: when the
+ * committed round's manifest here is not the stored one (this daemon did not commit it: it takes over from one on
+ * another host), every folder of a round up to the committed one that differs from the store is replaced by the
+ * stored manifest — the last `rounds` of them, which recovery needs — or removed (older ones, or uncommitted work
+ * of this daemon's earlier life that another daemon redid).
+ */
+export async function syncManifests(store: ObjectStore, record: StateRecord, workDir: string, rounds: number, log: Logger): Promise<void> {
+  if (record.round === 0) return;
+  const policy = record.policy;
+  const stored = await fetchManifest(store, policy, record.round);
+  if (stored === null) return; // committed by an rlloop that did not store manifests: the local folders are all there is
+  const mine = await readManifest(roundDir(workDir, policy, record.round)).catch(() => null);
+  if (mine?.train_sha256 === stored.train_sha256 && sameEvents(mine, stored)) return;
+  const first = Math.max(1, record.round - rounds + 1);
+  let fetched = 0;
+  for (let round = record.round; round >= first; round--) {
+    const manifest = round === record.round ? stored : await fetchManifest(store, policy, round);
+    if (manifest === null) break;
+    const dir = roundDir(workDir, policy, round);
+    const here = await readManifest(dir).catch(() => null);
+    if (here?.status === "committed" && here.train_sha256 === manifest.train_sha256 && sameEvents(here, manifest)) continue;
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    await writeManifest(dir, manifest);
+    fetched++;
+  }
+  // folders of rounds committed elsewhere that this work dir holds uncommitted (older than the window)
+  const names = await readdir(policyDir(workDir, policy)).catch(() => [] as string[]);
+  for (const name of names.filter((n) => ROUND_DIR_NAME.test(n)).map(Number).filter((r) => r < first)) {
+    const here = await readManifest(roundDir(workDir, policy, name)).catch(() => null);
+    if (here?.status !== "committed") await rm(roundDir(workDir, policy, name), { recursive: true, force: true });
+  }
+  log.info({ round: record.round, manifests: fetched }, "took over the committed history from the object store");
+}
+
+function sameEvents(a: Manifest, b: Manifest): boolean {
+  return a.events.length === b.events.length && a.events.every((e, i) => e.seq === b.events[i]?.seq && e.id === b.events[i]?.id);
+}
+
+/** Whether `dir` holds every stored file with its sha256. */
+async function holds(dir: string, stored: StoredFolder): Promise<boolean> {
+  for (const file of stored.files) {
+    const path = join(dir, file.name);
+    const info = await stat(path).catch(() => null);
+    if (!info?.isFile() || info.size !== file.size || (await sha256File(path)) !== file.sha256) return false;
+  }
+  return true;
+}
+
+/** nats.js names an object's digest `SHA-256=<base64url, padded>`; as hex. */
+function digestHex(digest: string): string {
+  return digest.startsWith("SHA-256=") ? Buffer.from(digest.slice(8).replace(/=+$/, ""), "base64url").toString("hex") : "";
+}
