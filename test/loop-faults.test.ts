@@ -9,7 +9,7 @@ import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
 import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
-import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 describe("loop - faults", () => {
   let env: LoopEnv | null = null;
@@ -27,16 +27,6 @@ describe("loop - faults", () => {
     daemon = new Daemon({ config: parseConfig(env.config(overrides)) });
     await daemon.start();
     return env;
-  }
-
-  async function settled(e: LoopEnv, ids: string[]) {
-    return waitFor("every rollout accounted for", async () => {
-      // null while the daemon has not re-created a deleted consumer yet
-      const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
-      if (!info || info.num_ack_pending > 0 || info.num_pending > 0) return null;
-      const acc = await accounting(e);
-      return misaccounted(acc, ids).length === 0 ? acc : null;
-    });
   }
 
   /** Publish, retrying through a server outage (the publisher's job, as a rollout worker would). */

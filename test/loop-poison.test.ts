@@ -16,7 +16,7 @@ import { Intake } from "../src/loop/intake.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { incomingDir, roundDir } from "../src/loop/paths.js";
 import {
-  POLICY, REPO, accounting, cliArgs, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv,
+  POLICY, REPO, accounting, cliArgs, eventsOn, makeRollout, publishRollouts, settled, spawnDaemon, startLoopEnv, waitFor, type LoopEnv,
 } from "./helpers/loop.js";
 
 const quiet = { log: { level: "error" as const } };
@@ -37,16 +37,6 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     daemon = new Daemon({ config: parseConfig(env.config({ ...quiet, ...overrides })) });
     await daemon.start();
     return env;
-  }
-
-  /** Every id in exactly one committed round or one rejection, nothing pending on the consumer. */
-  async function settled(e: LoopEnv, ids: string[]) {
-    return waitFor("every rollout accounted for", async () => {
-      const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
-      if (!info || info.num_ack_pending > 0 || info.num_pending > 0) return null;
-      const acc = await accounting(e);
-      return misaccounted(acc, ids).length === 0 ? acc : null;
-    }, 90_000);
   }
 
   const rejection = (acc: Awaited<ReturnType<typeof accounting>>, key: string) => acc.rejections.get(key);

@@ -1,17 +1,10 @@
 // `rlloop demo`: the loop end to end at toy size on the CPU (src/loop/demo.ts says what runs).
 import { join } from "node:path";
 import { Command } from "commander";
+import type { DemoCommandOptions } from "../tools/demo/command.js";
 import { examples, nonNegativeInt, port, positiveInt, positiveNumber, renamed } from "./options.js";
 
-interface DemoFlags {
-  rounds: number;
-  rows: number;
-  work: string;
-  seed: number;
-  roundTimeoutS: number;
-  ui: boolean;
-  uiPort: number;
-}
+type DemoFlags = Omit<DemoCommandOptions, "uiWorkDir">;
 
 export function demoCommand(): Command {
   const cmd = new Command("demo")
@@ -25,7 +18,7 @@ export function demoCommand(): Command {
     .option("--ui-port <n>", "the dashboard's port", port("--ui-port"), 9465)
     .action(async (opts: DemoFlags) => {
       const { runDemoCommand } = await import("../tools/demo/command.js");
-      await runDemoCommand({ ...opts, work: opts.work, uiWorkDir: join(opts.work, "loop") });
+      await runDemoCommand({ ...opts, uiWorkDir: join(opts.work, "loop") });
     });
   renamed(cmd, { "--round-timeout": "--round-timeout-s (seconds)" });
   return examples(cmd, "rlloop demo", "rlloop demo --ui");

@@ -12,7 +12,7 @@ import { connect } from "@nats-io/transport-node";
 import sharp from "sharp";
 import { parseConfig, type ConfigInput } from "../../src/loop/config/index.js";
 import { ensureStreams } from "../../src/loop/connection.js";
-import { decodeWithNonFinite, EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/contract/index.js";
+import { consumerName, decodeWithNonFinite, EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/contract/index.js";
 import { startNatsServer, type NatsServer } from "./nats.js";
 
 export const REPO = resolve(import.meta.dirname, "..", "..");
@@ -244,4 +244,15 @@ export function misaccounted(acc: Accounting, ids: readonly string[]): string[] 
     if (used + rejected !== 1) bad.push(`${id}: ${used} round(s) ${JSON.stringify(acc.rounds.get(id) ?? [])}, ${rejected} rejection(s)`);
   }
   return bad;
+}
+
+/** Waits until nothing is pending on the daemon's consumer and each of `ids` is in one committed round or one
+ *  rejection; resolves with the accounting (null consumer info while a deleted consumer is being re-created). */
+export async function settled(env: LoopEnv, ids: readonly string[], boundMs = 90_000): Promise<Accounting> {
+  return waitFor("every rollout accounted for", async () => {
+    const info = await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
+    if (!info || info.num_ack_pending > 0 || info.num_pending > 0) return null;
+    const acc = await accounting(env);
+    return misaccounted(acc, ids).length === 0 ? acc : null;
+  }, boundMs);
 }
