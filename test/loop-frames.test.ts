@@ -9,8 +9,8 @@ import { crc32 } from "node:zlib";
 import { execa } from "execa";
 import sharp from "sharp";
 import { beforeAll, describe, expect, it } from "vitest";
-import { isRolloutRejected } from "../src/loop/errors.js";
-import { framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
+import { isRolloutRejected, RolloutRejectedError } from "../src/loop/errors.js";
+import { frameFileFailure, framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
 import { renderFrame } from "../src/loop/sim/frame.js";
 import { sceneAt, scenario } from "../src/loop/sim/scenario.js";
 import type { ImageProcessorOptions } from "../src/native.js";
@@ -299,5 +299,19 @@ describe("frames - broken, foreign and oversized frames keep their reasons", () 
         reason: "image_too_large", message: `frame is ${W}x${H} = ${W * H} pixels, frames.maxPixels is ${W * H - 1}`,
       });
     }
+  });
+});
+
+describe("frames - a frame file that cannot be looked at", () => {
+  // permissions cannot be taken away from root, who runs these suites: the classification is tested on the errors
+  const errno = (code: string) => Object.assign(new Error(`${code}: failed`), { code });
+  it("is missing (ENOENT, ENOTDIR) or unreadable (EACCES, EPERM, ELOOP) for the rollout; anything else stays the host's", () => {
+    for (const [code, reason] of [["ENOENT", "image_missing"], ["ENOTDIR", "image_missing"], ["EACCES", "image_unreadable"], ["EPERM", "image_unreadable"], ["ELOOP", "image_unreadable"]] as const) {
+      const err = frameFileFailure(errno(code), "/frames/x.png");
+      expect(err).toBeInstanceOf(RolloutRejectedError);
+      expect((err as RolloutRejectedError).reason, code).toBe(reason);
+    }
+    const io = errno("EIO");
+    expect(frameFileFailure(io, "/frames/x.png")).toBe(io);
   });
 });

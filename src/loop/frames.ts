@@ -176,14 +176,30 @@ async function readFramePath(path: string, limits: FrameLimits): Promise<Buffer>
   try {
     real = realpathSync(lexical);
   } catch (cause) {
-    throw new RolloutRejectedError("image_missing", `frame file ${lexical} does not exist`, { cause });
+    throw frameFileFailure(cause, lexical);
   }
   // a symlink inside a root may point anywhere: check the resolved target against the resolved roots
   if (!insideAny(real, limits.roots.map(realRoot))) throw new RolloutRejectedError("image_outside_roots", `frame path ${JSON.stringify(path)} resolves to ${real}, outside frames.roots`);
-  const info = await stat(real);
-  if (!info.isFile()) throw new RolloutRejectedError("image_missing", `frame path ${real} is not a file`);
-  if (info.size > limits.maxBytes) throw new RolloutRejectedError("image_too_large", `frame file ${real} has ${info.size} bytes, frames.maxBytes is ${limits.maxBytes}`);
-  return readFile(real);
+  try {
+    const info = await stat(real);
+    if (!info.isFile()) throw new RolloutRejectedError("image_missing", `frame path ${real} is not a file`);
+    if (info.size > limits.maxBytes) throw new RolloutRejectedError("image_too_large", `frame file ${real} has ${info.size} bytes, frames.maxBytes is ${limits.maxBytes}`);
+    return await readFile(real);
+  } catch (cause) {
+    throw cause instanceof RolloutRejectedError ? cause : frameFileFailure(cause, real);
+  }
+}
+
+/**
+ * A failed look at a frame file: missing (ENOENT, ENOTDIR) and unreadable (EACCES, EPERM, ELOOP) are the rollout's
+ * — the same file fails the same way again; anything else (EIO, EMFILE) is the host's and is thrown as it is, so the
+ * message is retried later (admission.ts).
+ */
+export function frameFileFailure(cause: unknown, path: string): unknown {
+  const code = (cause as NodeJS.ErrnoException | null)?.code;
+  if (code === "ENOENT" || code === "ENOTDIR") return new RolloutRejectedError("image_missing", `frame file ${path} does not exist`, { cause });
+  if (code === "EACCES" || code === "EPERM" || code === "ELOOP") return new RolloutRejectedError("image_unreadable", `frame file ${path} cannot be read (${code})`, { cause });
+  return cause;
 }
 
 async function readFrameObject(name: string, limits: FrameLimits): Promise<Buffer> {
