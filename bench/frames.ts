@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { frameBytes, framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
-import { renderFrame } from "../src/loop/sim/frame.js";
-import { sceneAt, scenario } from "../src/loop/sim/scenario.js";
+import { renderFrame } from "../src/tools/sim/frame.js";
+import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 
 const { values: args } = parseArgs({
   options: {

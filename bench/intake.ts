@@ -25,8 +25,8 @@ import { Daemon } from "../src/loop/daemon.js";
 import { startOwnServer } from "../src/loop/nats-server.js";
 import { natsDir } from "../src/loop/paths.js";
 import { ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
-import { renderFrame } from "../src/loop/sim/frame.js";
-import { sceneAt, scenario } from "../src/loop/sim/scenario.js";
+import { renderFrame } from "../src/tools/sim/frame.js";
+import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 import { natsServerBinary } from "../src/setup-env.js";
 
 const { values: args } = parseArgs({

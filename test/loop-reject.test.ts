@@ -11,7 +11,7 @@ import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { incomingDir } from "../src/loop/paths.js";
 import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/contract/index.js";
-import { badEvents } from "../src/loop/sim/bad-events.js";
+import { badEvents } from "../src/tools/sim/bad-events.js";
 import { CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 const FRAMES_BUCKET = "test-frames";

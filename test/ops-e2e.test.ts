@@ -5,11 +5,11 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
-import { startReloader } from "../src/loop/reload/reloader.js";
+import { startReloader } from "../src/tools/reload/reloader.js";
 import { ReplicaEvent, subjects, type AdapterPublished } from "../src/contract/index.js";
-import { publishRollouts, type SimulateOptions } from "../src/loop/sim/publisher.js";
-import { renderWatch } from "../src/loop/watch/watch-view.js";
-import { queryService } from "../src/loop/watch/watcher.js";
+import { publishRollouts, type SimulateOptions } from "../src/tools/sim/publisher.js";
+import { renderWatch } from "../src/tools/watch/watch-view.js";
+import { queryService } from "../src/tools/watch/watcher.js";
 import { startFakeVllm, type FakeVllm } from "./helpers/fake-vllm.js";
 import { CODE_LENGTH, POLICY, eventsOn, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 

@@ -12,7 +12,7 @@ import { Objm, type ObjectStore } from "@nats-io/obj";
 import { connect } from "@nats-io/transport-node";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { startReloader, type Reloader, type ReloaderOptions } from "../src/loop/reload/reloader.js";
+import { startReloader, type Reloader, type ReloaderOptions } from "../src/tools/reload/reloader.js";
 import {
   ADAPTER_BUCKET, EVENT_STREAM, EVENT_STREAM_SUBJECTS, ReplicaEvent, adapterName, adapterObjectPrefix, subjects,
   type AdapterPublished,

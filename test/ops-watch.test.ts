@@ -10,9 +10,9 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { subjects, type PpoStats, type ReplicaEvent, type RoundEvent, type RoundSummary, type StatsEvent } from "../src/contract/index.js";
 import { startService } from "../src/loop/service.js";
-import { initialState, withReplica, withRoundEvent, withRoundSummaries, withStats, type WatchState } from "../src/loop/watch/watch-state.js";
-import { duration, num, renderWatch } from "../src/loop/watch/watch-view.js";
-import { startWatcher } from "../src/loop/watch/watcher.js";
+import { initialState, withReplica, withRoundEvent, withRoundSummaries, withStats, type WatchState } from "../src/tools/watch/watch-state.js";
+import { duration, num, renderWatch } from "../src/tools/watch/watch-view.js";
+import { startWatcher } from "../src/tools/watch/watcher.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
 
 const REPO = join(import.meta.dirname, "..");

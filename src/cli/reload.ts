@@ -2,7 +2,7 @@
 // and loads each published adapter on every vLLM replica under its versioned name, unloading versions beyond --keep;
 // outcomes are published on rlloop.<policy>.replica.<kind>. Runs until SIGINT/SIGTERM (exit 0 once stopped).
 import { Command } from "commander";
-import type { ReloadFlags } from "../loop/reload/run.js";
+import type { ReloadFlags } from "../tools/reload/run.js";
 import { examples, nonNegativeInt, positiveInt, positiveNumber, renamed, withConnection } from "./options.js";
 
 export function reloadCommand(): Command {
@@ -20,7 +20,7 @@ export function reloadCommand(): Command {
     .option("--no-prune", "keep local copies of adapters older than --keep")
     .addHelpText("after", "\nThe vLLM API key, when the servers run with --api-key, is read from VLLM_API_KEY (never a flag: flags show in ps).")
     .action(async (flags: ReloadFlags) => {
-      const { runReload } = await import("../loop/reload/run.js");
+      const { runReload } = await import("../tools/reload/run.js");
       await runReload(flags);
     });
   renamed(cmd, { "--retry-min-ms": "--retry-min-s (seconds)", "--retry-max-ms": "--retry-max-s (seconds)", "--timeout": "--timeout-s (seconds)" });

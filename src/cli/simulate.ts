@@ -2,7 +2,7 @@
 // codes with exact log-probs, rewards that track the code) to rlloop.<policy>.rollouts, or with --bad the table of
 // malformed events the daemon must reject. One JSON line per event and a summary.
 import { Command } from "commander";
-import type { SimulateFlags } from "../loop/sim/run.js";
+import type { SimulateFlags } from "../tools/sim/run.js";
 import { examples, nonNegativeInt, positiveInt, positiveNumber, probability, withConnection } from "./options.js";
 
 export function simulateCommand(): Command {
@@ -27,7 +27,7 @@ export function simulateCommand(): Command {
     .option("--bad", "publish the malformed-event table instead (one event per case)", false)
     .option("--quiet", "print only the summary", false)
     .action(async (flags: SimulateFlags) => {
-      const { runSimulate } = await import("../loop/sim/run.js");
+      const { runSimulate } = await import("../tools/sim/run.js");
       await runSimulate(flags, (line) => process.stdout.write(`${line}\n`));
     });
   return examples(cmd, "rlloop simulate --config bt.json --count 256 --rate 20", "rlloop simulate --config bt.json --bad");

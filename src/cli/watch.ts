@@ -1,7 +1,7 @@
 // `rlloop watch`: a live terminal view of a running loop (phase, health, buffer, intake rate, pending acks, recent
 // rounds with their PPO statistics, vLLM replicas). `--once` prints one frame and exits, for scripts.
 import { Command } from "commander";
-import type { WatchFlags } from "../loop/watch/run.js";
+import type { WatchFlags } from "../tools/watch/run.js";
 import { examples, positiveInt, positiveNumber, renamed, withConnection } from "./options.js";
 
 export function watchCommand(): Command {
@@ -12,7 +12,7 @@ export function watchCommand(): Command {
     .option("--timeout-s <s>", "timeout of each request to the daemon's service", positiveNumber("--timeout-s"), 2)
     .option("--refresh-s <s>", "redraw at least this often (ages and staleness tick)", positiveNumber("--refresh-s"), 1)
     .action(async (flags: WatchFlags) => {
-      const { runWatch } = await import("../loop/watch/run.js");
+      const { runWatch } = await import("../tools/watch/run.js");
       await runWatch(flags);
     });
   renamed(cmd, { "--timeout": "--timeout-s (seconds)", "--refresh": "--refresh-s (seconds)" });

@@ -1,10 +1,10 @@
 // How the operator commands reach NATS: --nats URL, else config nats.url (RLLOOP_NATS_URL), else the daemon's own
 // nats-server for this workDir when one is running. Credentials and TLS come from the config, as for the daemon.
-import type { Config } from "../config/index.js";
-import { connectNats, type Nats } from "../connection.js";
-import { ConfigError } from "../errors.js";
-import { scrub } from "../../redact.js";
-import { runningOwnServerUrl } from "../nats-server.js";
+import type { Config } from "../loop/config/index.js";
+import { connectNats, type Nats } from "../loop/connection.js";
+import { ConfigError } from "../loop/errors.js";
+import { scrub } from "../redact.js";
+import { runningOwnServerUrl } from "../loop/nats-server.js";
 
 export function natsUrl(config: Config, override: string | undefined): string {
   const url = override ?? config.nats.url ?? runningOwnServerUrl(config.workDir);

@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { execFileSync } from "node:child_process";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { connect } from "@nats-io/transport-node";
+import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import sharp from "sharp";
 import { parseConfig, type ConfigInput } from "../../src/loop/config/index.js";
 import { ensureStreams } from "../../src/loop/connection.js";
@@ -41,18 +41,26 @@ export interface LoopEnv {
   close(): Promise<void>;
 }
 
-export async function startLoopEnv(): Promise<LoopEnv> {
-  const server = await startNatsServer();
+/** Where the env's NATS is: by default a server of its own; else one the test runs (a cluster, a server with auth
+ *  or TLS), with the options the env's own connection needs there and the streams' replicas. */
+export interface LoopEnvOptions {
+  nats?: { url: string; stop(): Promise<void> };
+  connect?: Partial<NodeConnectionOptions>;
+  replicas?: number;
+}
+
+export async function startLoopEnv(opts: LoopEnvOptions = {}): Promise<LoopEnv> {
+  const server = opts.nats ? externalServer(opts.nats) : await startNatsServer();
   const dir = mkdtempSync(join(tmpdir(), "rlloop-loop-"));
   const workDir = join(dir, "work");
   const framesRoot = join(dir, "frames");
   const initialAdapter = join(dir, "sft-adapter");
   mkdirSync(framesRoot, { recursive: true });
   execFileSync(process.execPath, [FAKE_TRAINER, "init", initialAdapter]);
-  const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+  const nc = await connect({ servers: server.url.split(","), maxReconnectAttempts: -1, reconnectTimeWait: 200, ...opts.connect });
   const jsm = await jetstreamManager(nc);
   // the streams exist before any daemon runs, as in a deployment where workers publish first
-  await ensureStreams(jsm, parseConfig({}).stream);
+  await ensureStreams(jsm, parseConfig({ stream: { replicas: opts.replicas ?? 1 } }).stream);
   const config = (overrides: ConfigInput = {}): ConfigInput => {
     const base: ConfigInput = {
       workDir,
@@ -88,6 +96,12 @@ export async function startLoopEnv(): Promise<LoopEnv> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A server the test runs itself, in the shape of the env's own (restarting it is the test's business). */
+function externalServer(nats: NonNullable<LoopEnvOptions["nats"]>): NatsServer {
+  const refuse = () => Promise.reject(new Error("the env's NATS is the test's own: restart it there"));
+  return { url: nats.url, port: 0, storeDir: "", shutdown: refuse, restart: refuse, stop: () => nats.stop() };
 }
 
 let framePng: Promise<Buffer> | null = null;
@@ -215,14 +229,15 @@ export interface Accounting {
   emptyRounds: number[];
 }
 
-export async function accounting(env: LoopEnv): Promise<Accounting> {
+/** `workDir`: the work dir whose manifests count (a standby's, which holds the history it took over). */
+export async function accounting(env: LoopEnv, workDir = env.workDir): Promise<Accounting> {
   const { readManifest } = await import("../../src/loop/manifest.js");
   const { roundDir } = await import("../../src/loop/paths.js");
   const { roundNumbers } = await import("../../src/loop/recovery.js");
   const rounds = new Map<string, number[]>();
   const emptyRounds: number[] = [];
-  for (const round of await roundNumbers(env.workDir, POLICY)) {
-    const manifest = await readManifest(roundDir(env.workDir, POLICY, round));
+  for (const round of await roundNumbers(workDir, POLICY)) {
+    const manifest = await readManifest(roundDir(workDir, POLICY, round));
     if (!manifest || manifest.status !== "committed") continue;
     if (manifest.outcome === "empty") emptyRounds.push(round);
     for (const e of manifest.events) rounds.set(e.id, [...(rounds.get(e.id) ?? []), round]);

@@ -11,7 +11,7 @@ import { logger } from "../../log.js";
 import { PACKAGE_ROOT, parseConfig, type Config } from "../../loop/config/index.js";
 import { connectNats, type Nats } from "../../loop/connection.js";
 import { Daemon } from "../../loop/daemon.js";
-import { publishRollouts, type SimulateOptions } from "../../loop/sim/publisher.js";
+import { publishRollouts, type SimulateOptions } from "../sim/publisher.js";
 import { venvPython } from "../../setup-env.js";
 
 export interface DemoOptions {

@@ -2,7 +2,7 @@
 import { join } from "node:path";
 import { logger } from "../../log.js";
 import { registerSecrets } from "../../redact.js";
-import { loadConfig } from "../config/index.js";
+import { loadConfig } from "../../loop/config/index.js";
 /** `rlloop reload`'s options (src/cli/reload.ts). */
 export interface ReloadFlags {
   config?: string;
@@ -18,7 +18,7 @@ export interface ReloadFlags {
   checkIntervalS: number;
   prune: boolean;
 }
-import { connectForCommand } from "../commands/connect.js";
+import { connectForCommand } from "../connect.js";
 import { startReloader } from "./reloader.js";
 
 export async function runReload(flags: ReloadFlags): Promise<void> {

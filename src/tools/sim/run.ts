@@ -1,7 +1,7 @@
 // The body of `rlloop simulate`: configuration → options, connect, make sure the streams exist (the simulator may
 // run before the daemon ever has), publish, report. Output is JSON lines: one per event, then a summary.
-import { loadConfig } from "../config/index.js";
-import { ensureStreams } from "../connection.js";
+import { loadConfig } from "../../loop/config/index.js";
+import { ensureStreams } from "../../loop/connection.js";
 /** `rlloop simulate`'s options (src/cli/simulate.ts). */
 export interface SimulateFlags {
   config?: string;
@@ -27,7 +27,7 @@ export interface SimulateFlags {
   quiet: boolean;
 }
 
-import { connectForCommand } from "../commands/connect.js";
+import { connectForCommand } from "../connect.js";
 import { adapterName } from "../../contract/index.js";
 import { publishBadEvents, publishRollouts, type SimulateOptions } from "./publisher.js";
 

@@ -2,7 +2,7 @@
 // server), read the loop into a store (source.ts), serve it (server.ts) until SIGINT/SIGTERM.
 import { registerSecrets } from "../../redact.js";
 import { loadConfig } from "../../loop/config/index.js";
-import { connectForCommand } from "../../loop/commands/connect.js";
+import { connectForCommand } from "../connect.js";
 /** `rlloop ui`'s options (src/cli/ui.ts). */
 export interface UiFlags {
   config?: string;

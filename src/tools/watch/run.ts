@@ -1,6 +1,6 @@
 // The body of `rlloop watch`: the thin terminal loop around the pure renderer. Alternate screen, clear + redraw on
 // every change (at most every 100 ms) and every --refresh ms; SIGINT/SIGTERM restore the terminal and return.
-import { loadConfig } from "../config/index.js";
+import { loadConfig } from "../../loop/config/index.js";
 /** `rlloop watch`'s options (src/cli/watch.ts). */
 export interface WatchFlags {
   config?: string;
@@ -11,7 +11,7 @@ export interface WatchFlags {
   timeoutS: number;
   refreshS: number;
 }
-import { connectForCommand } from "../commands/connect.js";
+import { connectForCommand } from "../connect.js";
 import { renderWatch } from "./watch-view.js";
 import { queryService, startWatcher, type Watcher } from "./watcher.js";
 import type { WatchState } from "./watch-state.js";
