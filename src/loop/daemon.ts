@@ -158,13 +158,14 @@ export class Daemon {
     const states = StateStore.of(stateBucket, this.config.policy.name);
     const adapters = await openAdapterBucket(nats.nc, buckets);
     const stored = await states.read();
-    // what the record names, on this disk: downloaded when it is not (a daemon taking over from another host)
+    // the committed history and what the record names, on this disk: fetched when they are not (a daemon taking over
+    // from another host); before anything reads the round folders
+    if (stored) await syncManifests(adapters, stored.record, this.config.workDir, this.config.intake.dedupRounds, this.log);
     const state = stored ? { ...stored, record: await adapterFolders(adapters, stored.record, this.config.workDir, this.log) } : await this.#initialState();
     await this.#checkStateAdapters(state.record);
     const probe = new Probe(this.#trainer, this.config);
     if (this.config.trainer.probeAtStart) await this.#probeAtStart(probe, state.record);
     const consumedIds = ConsumedIds.of(await openIdsBucket(nats.nc, this.config.intake.duplicateWindowS, buckets), this.config.policy.name);
-    if (stored) await syncManifests(adapters, stored.record, this.config.workDir, this.config.intake.dedupRounds, this.log);
     const recovered = await recover(this.config.workDir, state.record, this.config.intake.dedupRounds, this.log);
     const ctx = this.#context(nats, state, recovered.applied, consumedIds);
     this.#ctx = ctx;

@@ -1,0 +1,134 @@
+// A standby daemon for the same policy "on another host": its own work dir and its own copy of the initial adapter;
+// the active daemon's disk is deleted with it, so the standby can continue only from what NATS holds (the state record,
+// the adapter and optimizer state of the last committed round, the reference adapter, the committed manifests). Both
+// run as child processes with the test-double trainer against a real nats-server.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterEach, describe, expect, it } from "vitest";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { roundDir } from "../src/loop/paths.js";
+import { StateStore } from "../src/loop/state.js";
+import {
+  FAKE_TRAINER, POLICY, REPO, accounting, cliArgs, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor,
+  type DaemonProcess, type LoopEnv,
+} from "./helpers/loop.js";
+
+const TTL_S = 3;
+
+describe("loop - a standby daemon takes over from the state kept in NATS", () => {
+  let env: LoopEnv | null = null;
+  const daemons: DaemonProcess[] = [];
+  afterEach(async () => {
+    for (const d of daemons.splice(0)) {
+      d.child.kill("SIGCONT");
+      d.child.kill("SIGKILL");
+      await d.exited;
+    }
+    await env?.close();
+    env = null;
+  });
+
+  /** A "host": a work dir and an initial adapter of its own; the config as every test daemon's, with a short lease. */
+  function host(e: LoopEnv, name: string, overrides: Parameters<LoopEnv["writeConfig"]>[0] = {}) {
+    const root = join(e.dir, name);
+    const initial = join(root, "sft-adapter");
+    mkdirSync(root, { recursive: true });
+    execFileSync(process.execPath, [FAKE_TRAINER, "init", initial]);
+    const workDir = join(root, "work");
+    const config = e.writeConfig({
+      workDir, adapter: { initial }, round: { rows: 8, maxWaitS: null, minRows: 1 }, offPolicy: { maxStaleness: 10 },
+      consumer: { ackWaitS: 2, fetchBatch: 32 }, log: { level: "info" }, ...overrides, lease: { ttlS: TTL_S, ...overrides.lease },
+    });
+    return { root, workDir, config };
+  }
+
+  const settled = (e: LoopEnv, ids: string[], workDir: string) => waitFor("every rollout accounted for and nothing pending", async () => {
+    const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
+    if (!info || info.num_ack_pending > 0 || info.num_pending > 0) return null;
+    const a = await accounting(e, workDir);
+    return misaccounted(a, ids).length === 0 ? a : null;
+  }, 90_000).catch(async (err: Error) => {
+    throw new Error(`${err.message}: ${misaccounted(await accounting(e, workDir), ids).join("; ")}`);
+  });
+
+  it("SIGKILL of the active daemon mid-round, its disk gone: the standby takes over within the lease TTL and continues from the last committed round", async () => {
+    const e = (env = await startLoopEnv());
+    const a = host(e, "host-a");
+    const b = host(e, "host-b", { lease: { standby: true } });
+    const active = spawnDaemon(a.config, { RLLOOP_TEST_PAUSE_AT: "training:2" });
+    daemons.push(active);
+    await active.waitForLog("active started", (l) => l.msg === "daemon started");
+    const standby = spawnDaemon(b.config);
+    daemons.push(standby);
+    await standby.waitForLog("standby waiting", (l) => l.msg === "standby: waiting for the lease of the active daemon");
+
+    const rollouts = await Promise.all(Array.from({ length: 12 }, (_, i) => makeRollout("standby", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    await active.waitForLog("round 2 trained, paused before its commit", (l) => l.testPause === "training");
+    active.child.kill("SIGKILL");
+    const killed = Date.now();
+    await active.exited;
+    rmSync(a.root, { recursive: true, force: true }); // the host is gone: nothing of its disk can be read
+
+    await standby.waitForLog("lease taken over", (l) => l.msg === "lease taken over: this daemon is now the active one");
+    const takeover = (Date.now() - killed) / 1000;
+    await standby.waitForLog("standby's round 2 committed", (l) => l.msg === "round committed" && l.round === 2);
+    const resumed = (Date.now() - killed) / 1000;
+    const acc = await settled(e, rollouts.map((r) => r.id), b.workDir);
+    expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);
+
+    // round 2 continued round 1's adapter and optimizer state, fetched from the object store
+    const round2 = await readManifest(roundDir(b.workDir, POLICY, 2));
+    expect(round2?.parent.round).toBe(1);
+    const record = (await (await StateStore.open(e.nc, POLICY, 1)).read())?.record;
+    expect(round2?.parent.sha256).toBe(record?.recent_adapters.find((x) => x.round === 1)?.sha256);
+    expect(existsSync(join(roundDir(b.workDir, POLICY, 1), "adapter", "optimizer.safetensors"))).toBe(true);
+    expect(existsSync(join(b.root, "work", "adapters", POLICY, "reference", "adapter_model.safetensors"))).toBe(true);
+    const adapters = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished);
+    expect(adapters.map((x) => x.round)).toEqual([1, 2, 3]);
+    console.info(`figure: standby took the lease ${takeover.toFixed(1)} s after the SIGKILL (lease.ttlS ${TTL_S}), committed the redone round 2 ${resumed.toFixed(1)} s after it (consumer.ackWaitS 2)`);
+    expect(takeover).toBeLessThan(TTL_S + 5);
+
+    // a graceful stop releases the lease at once
+    standby.child.kill("SIGTERM");
+    expect(await standby.exited).toBe(0);
+  });
+
+  it("an active daemon that lost its lease (frozen past the TTL) stops without committing; a second daemon without --standby is refused", async () => {
+    const e = (env = await startLoopEnv());
+    const a = host(e, "host-a", { trainer: { command: [process.execPath, FAKE_TRAINER], retryMinS: 0.2, retryMaxS: 1, env: { FAKE_TRAINER_SLEEP_MS: "1500" } } });
+    const b = host(e, "host-b", { lease: { standby: true } });
+    const c = host(e, "host-c");
+    const active = spawnDaemon(a.config);
+    daemons.push(active);
+    await active.waitForLog("active started", (l) => l.msg === "daemon started");
+
+    // no --standby: refused at once, naming the holder
+    const refused = await execa(process.execPath, cliArgs("daemon", "--config", c.config), { cwd: REPO, reject: false, timeout: 60_000 });
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toContain(`policy ${POLICY} is active on`);
+    expect(refused.stderr).toContain("--standby");
+
+    const standby = spawnDaemon(b.config);
+    daemons.push(standby);
+    await standby.waitForLog("standby waiting", (l) => l.msg === "standby: waiting for the lease of the active daemon");
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("frozen", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    // round 1 (8 rows) trains for 1.5 s: freeze the active daemon in the middle of it, past the lease's TTL
+    await active.waitForLog("round 1 training", (l) => l.msg === "round assembled" && l.round === 1);
+    active.child.kill("SIGSTOP");
+    await standby.waitForLog("lease taken over", (l) => l.msg === "lease taken over: this daemon is now the active one");
+    await standby.waitForLog("the standby's round 1 committed", (l) => l.msg === "round committed" && l.round === 1);
+    active.child.kill("SIGCONT");
+    expect(await active.exited).not.toBe(0);
+    expect(active.lines.some((l) => l.msg === "lease lost")).toBe(true);
+    expect(active.lines.some((l) => l.msg === "round committed")).toBe(false);
+
+    const acc = await settled(e, rollouts.map((r) => r.id), b.workDir);
+    expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);
+    expect((await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished)).map((x) => x.round)).toEqual([1]);
+  });
+});
