@@ -16,14 +16,13 @@ import { connect } from "@nats-io/transport-node";
 import { eventSubject, statsReplacer, subjects } from "../src/contract/index.js";
 import { ConfigSchema } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
-import { spawnNatsServer } from "../src/loop/nats-server.js";
+import { spawnNatsServer } from "../src/loop/nats-server-process.js";
 import { natsServerBinary } from "../src/setup-env.js";
 import { buildUi } from "../src/tools/ui/build.js";
 import type { UiSnapshot } from "../src/tools/ui/model.js";
 import { decodeView } from "../src/tools/ui/view-codec.js";
 import { startUiServer } from "../src/tools/ui/server.js";
 import { startUiSource } from "../src/tools/ui/source.js";
-import { freePort } from "../test/helpers/nats.js";
 import { launchBrowser, type TestBrowser } from "../test/helpers/browser.js";
 
 const { values: args } = parseArgs({
@@ -145,9 +144,9 @@ async function measure(browser: TestBrowser, url: string): Promise<{ cold: Load;
 async function main() {
   await buildUi();
   const store = mkdtempSync(join(tmpdir(), "rlloop-ui-bench-"));
-  const port = await freePort();
-  const nats = await spawnNatsServer(natsServerBinary(), "127.0.0.1", port, store);
-  const url = `nats://127.0.0.1:${port}`;
+  const server = await spawnNatsServer({ bin: natsServerBinary(), host: "127.0.0.1", port: 0, store });
+  const nats = server.child;
+  const url = server.url;
   const nc = await connect({ servers: url });
   let browser: TestBrowser | null = null;
   try {

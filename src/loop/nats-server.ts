@@ -1,15 +1,14 @@
 // The daemon's own nats-server, used when config.nats.url is null: JetStream on, store under <workDir>/nats/,
-// listening on nats.serverHost:nats.serverPort (0 = a free port). The server is a child process; its pid and port
+// listening on nats.serverHost:nats.serverPort (0 = a port the server picks). The server is a child process; its pid and port
 // are kept in <workDir>/nats/server.json so that a daemon restarted after a SIGKILL (which leaves the child
 // running, holding the store) adopts it instead of failing to start a second one on the same store.
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { Config } from "./config/index.js";
 import { writeFileAtomic } from "../files.js";
+import { spawnNatsServer } from "./nats-server-process.js";
 import { natsDir } from "./paths.js";
 import { natsServerBinary } from "../setup-env.js";
 
@@ -29,12 +28,11 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
     log.info({ pid: adopted.pid, port: adopted.port }, "adopting the nats-server left by a previous daemon");
     return { url: `nats://${adopted.host}:${adopted.port}`, stop: () => stopPid(adopted.pid, infoFile) };
   }
-  const port = config.nats.serverPort || (await freePort(config.nats.serverHost));
-  const child = await spawnNatsServer(config.nats.serverBin ?? natsServerBinary(), config.nats.serverHost, port, join(dir, "store"));
-  const pid = child.pid as number;
-  await writeFileAtomic(infoFile, JSON.stringify({ pid, port, host: config.nats.serverHost }));
-  log.info({ pid, port }, "started own nats-server");
-  return { url: `nats://${config.nats.serverHost}:${port}`, stop: () => stopPid(pid, infoFile) };
+  const server = await spawnNatsServer({ bin: config.nats.serverBin ?? natsServerBinary(), host: config.nats.serverHost, port: config.nats.serverPort, store: join(dir, "store") });
+  const pid = server.child.pid as number;
+  await writeFileAtomic(infoFile, JSON.stringify({ pid, port: server.port, host: server.host }));
+  log.info({ pid, port: server.port }, "started own nats-server");
+  return { url: server.url, stop: () => stopPid(pid, infoFile) };
 }
 
 /** URL of the daemon's own nats-server when one is running for this work dir (for replay and status). */
@@ -72,36 +70,4 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** Starts `bin -js` on host:port with its store in `store`; resolves once it logs "Server is ready". */
-export function spawnNatsServer(bin: string, host: string, port: number, store: string): Promise<ChildProcess> {
-  const child = spawn(bin, ["-js", "-a", host, "-p", String(port), "-sd", store], { stdio: ["ignore", "pipe", "pipe"] });
-  return new Promise((resolveChild, reject) => {
-    let output = "";
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (!output.includes("Server is ready")) return;
-      child.stdout?.off("data", onData);
-      child.stderr?.off("data", onData);
-      child.stdout?.resume();
-      child.stderr?.resume();
-      resolveChild(child);
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", onData);
-    child.once("error", (err) => reject(new Error(`cannot start ${bin} (nats.serverBin): ${err.message}`, { cause: err })));
-    child.once("exit", (code) => reject(new Error(`${bin} exited with ${code} before it was ready:\n${output.slice(-2000)}`)));
-  });
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const address = server.address();
-      server.close(() => resolvePort(typeof address === "object" && address ? address.port : 0));
-    });
-  });
 }

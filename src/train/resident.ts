@@ -5,10 +5,10 @@
 // Failure rules: a rank that dies, or one that fails a job while the others may be waiting for it inside a
 // collective, ends every rank (the group cannot be resynchronised): the job in flight rejects and the trainer is
 // closed; its owner starts a new one. A single rank that fails a job stays usable (it has no peers to wait for).
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execa, type ResultPromise } from "execa";
+import getPort from "get-port";
 import type { Logger } from "pino";
 import type { ModelSpec, TrainJob } from "../contract/index.js";
 import { RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
@@ -56,7 +56,9 @@ export class ResidentTrainer {
 
   /** Starts the ranks and waits until each has loaded the model and joined the group; the first failure ends all. */
   static async start({ model, ranks, masterAddr = "127.0.0.1", masterPort, env = {}, log, startTimeoutMs }: ResidentOptions): Promise<ResidentTrainer> {
-    const port = masterPort ?? (await freePort());
+    // the TCPStore's port, picked free now and bound by rank 0 a moment later (another process could take it in
+    // between: the ranks then fail to start, and their owner starts them again)
+    const port = masterPort ?? (await getPort({ host: masterAddr }));
     const processes = Array.from({ length: ranks }, (_, rank) =>
       startRank({ model: rankModel(model, rank), rank, world: ranks, masterAddr, masterPort: port }, { ...env, RLLOOP_LOG_LEVEL: log.level }),
     );
@@ -211,17 +213,5 @@ function startRank(spec: RankSpec, env: Record<string, string>): RankProcess {
     stderr: "inherit",
     forceKillAfterDelay: 5000,
     env: { ...env, [RANK_SPEC_ENV]: JSON.stringify(spec) },
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
   });
 }

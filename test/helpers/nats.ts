@@ -1,12 +1,11 @@
-// A real nats-server for tests: JetStream on, loopback, a random free port, a temp store dir.
+// A real nats-server for tests: JetStream on, loopback, a port the server picks, a temp store dir.
 // `restart()` keeps port and store (a server restart the clients must survive); `stop()` removes the store.
 // The binary: the pinned release scripts/setup.sh installed (src/setup-env.ts; $RLLOOP_NATS_SERVER overrides it).
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawnNatsServer } from "../../src/loop/nats-server.js";
+import { spawnNatsServer } from "../../src/loop/nats-server-process.js";
 import { natsServerBinary } from "../../src/setup-env.js";
 
 export { natsServerBinary };
@@ -23,18 +22,6 @@ export interface NatsServer {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolvePort(port));
-    });
-  });
-}
-
 function waitExit(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolveExit) => child.once("exit", () => resolveExit()));
@@ -42,8 +29,9 @@ function waitExit(child: ChildProcess): Promise<void> {
 
 export async function startNatsServer(): Promise<NatsServer> {
   const storeDir = mkdtempSync(join(tmpdir(), "rlloop-nats-"));
-  const port = await freePort();
-  let child: ChildProcess | null = await spawnNatsServer(natsServerBinary(), "127.0.0.1", port, storeDir);
+  // the first start lets the server pick its port; a restart asks for the same one
+  const first = await spawnNatsServer({ bin: natsServerBinary(), host: "127.0.0.1", port: 0, store: storeDir });
+  let child: ChildProcess | null = first.child;
   const shutdown = async () => {
     if (!child) return;
     const exiting = waitExit(child);
@@ -52,13 +40,13 @@ export async function startNatsServer(): Promise<NatsServer> {
     child = null;
   };
   return {
-    url: `nats://127.0.0.1:${port}`,
-    port,
+    url: first.url,
+    port: first.port,
     storeDir,
     shutdown,
     async restart() {
       await shutdown();
-      child = await spawnNatsServer(natsServerBinary(), "127.0.0.1", port, storeDir);
+      child = (await spawnNatsServer({ bin: natsServerBinary(), host: "127.0.0.1", port: first.port, store: storeDir })).child;
     },
     async stop() {
       await shutdown();
