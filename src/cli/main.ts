@@ -13,7 +13,7 @@ import { simulateCommand } from "./simulate.js";
 import { statusCommand } from "./status.js";
 import { trainCommand } from "./train.js";
 import { uiCommand } from "./ui.js";
-import { PACKAGE_VERSION } from "./version.js";
+import { PACKAGE_VERSION } from "../version.js";
 import { watchCommand } from "./watch.js";
 
 export function program(): Command {

@@ -27,6 +27,16 @@ export function decodeWithNonFinite(text: string): unknown {
   return JSON.parse(quoteBareNonFinite(text), statsReviver);
 }
 
+/** A message read off the wire: its value (non-finite numbers restored), or undefined when it is not JSON — a reader
+ *  (a monitor, the reloader) must never die of what it reads. */
+export function decodeMessage(data: Uint8Array | string): unknown {
+  try {
+    return decodeWithNonFinite(typeof data === "string" ? data : new TextDecoder().decode(data));
+  } catch {
+    return undefined;
+  }
+}
+
 /** stats.json text → a validated PpoStats; throws (SyntaxError, TypeError) with the first problem. */
 export function decodeStats(text: string): PpoStats {
   const parsed = PpoStats.safeParse(decodeWithNonFinite(text));

@@ -4,6 +4,7 @@
 // The first connection waits as long as the server is not there yet (a daemon starts before its NATS), but a
 // failure that would repeat forever — refused credentials, an untrusted certificate — ends it with the reason
 // (connect-failure.ts).
+import { setTimeout as sleep } from "node:timers/promises";
 import { accessSync, constants } from "node:fs";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { nanos, type NatsConnection } from "@nats-io/nats-core";
@@ -87,7 +88,7 @@ export async function connectNats(nats: Config["nats"], url: string, opts: Conne
       if (reason !== null) throw new ConfigError(reason, { cause: err });
       if (opts.timeoutMs !== undefined) throw err;
       if (attempt === 1 || attempt % 10 === 0) opts.log?.warn({ url: failed.shownUrl, attempt, err: (err as Error).message }, "waiting for NATS");
-      await new Promise((r) => setTimeout(r, waitMs));
+      await sleep(waitMs);
       waitMs = Math.min(MAX_WAIT_MS, waitMs * 2);
     }
   }

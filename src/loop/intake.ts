@@ -2,6 +2,7 @@
 // of raw JetStream messages. It creates the consumer when missing, re-creates it when deleted (starting after
 // the last known ack floor, so nothing unresolved is skipped), and keeps pulling through reconnects. Validation,
 // frames and rounds happen in the daemon; this file only owns the consumer's lifecycle.
+import { setTimeout as sleep } from "node:timers/promises";
 import { AckPolicy, DeliverPolicy, type ConsumerConfig, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/nats-core";
 import type { Logger } from "pino";
@@ -91,7 +92,7 @@ export class Intake {
       } catch (err) {
         if (this.#stopped) break;
         this.log.warn({ err }, "consumer failed; re-creating");
-        await new Promise((r) => setTimeout(r, 1000));
+        await sleep(1000);
       }
     }
   }

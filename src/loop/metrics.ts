@@ -4,7 +4,7 @@
 // that every query names a metric that exists).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import { codesOf, Phase, RejectReason, RoundOutcome, type PpoStats } from "../contract/index.js";
-import { PACKAGE_VERSION } from "../cli/version.js";
+import { PACKAGE_VERSION } from "../version.js";
 
 /** Seconds, from a second to two hours: a round trains in seconds (CPU toy) to many minutes (9B). */
 const DURATION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600, 7200];

@@ -2,6 +2,7 @@
 // listening on nats.serverHost:nats.serverPort (0 = a port the server picks). The server is a child process; its pid and port
 // are kept in <workDir>/nats/server.json so that a daemon restarted after a SIGKILL (which leaves the child
 // running, holding the store) adopts it instead of failing to start a second one on the same store.
+import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -59,7 +60,7 @@ async function stopPid(pid: number, infoFile: string): Promise<void> {
   } catch {
     // already gone
   }
-  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 100 && alive(pid); i++) await sleep(100);
   await rm(infoFile, { force: true });
 }
 

@@ -4,6 +4,7 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Svcm, type Service } from "@nats-io/services";
 import type { Logger } from "pino";
+import { PACKAGE_VERSION } from "../version.js";
 import { SERVICE_NAME, subjects, type RoundSummary, type StatsEvent } from "../contract/index.js";
 
 export interface ServiceSource {
@@ -11,13 +12,12 @@ export interface ServiceSource {
   rounds(limit: number): Promise<RoundSummary[]>;
 }
 
-export const SERVICE_VERSION = "0.1.0";
 
 export async function startService(nc: NatsConnection, policy: string, source: ServiceSource, log: Logger): Promise<Service> {
   // @nats-io/services 3.0.0-25 pins its own nats-core; the connection object is the same protocol client
   const service = await new Svcm(nc as unknown as ConstructorParameters<typeof Svcm>[0]).add({
     name: SERVICE_NAME,
-    version: SERVICE_VERSION,
+    version: PACKAGE_VERSION,
     description: "rlloop daemon: JetStream rollouts to PPO rounds to published adapters",
     metadata: { policy },
     // each policy's daemon answers its own endpoints; no queue group needed

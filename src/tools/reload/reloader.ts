@@ -18,7 +18,7 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm } from "@nats-io/obj";
 import pRetry from "p-retry";
 import type { Logger } from "pino";
-import { ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, eventSubject, subjects, type ReplicaEvent } from "../../contract/index.js";
+import { decodeMessage, ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, eventSubject, subjects, type ReplicaEvent } from "../../contract/index.js";
 import { fetchAdapter, isAdapterFetchError, localAdapterDir } from "./adapter-fetch.js";
 import { syncReplica, type RetryPolicy, type SyncResult } from "./replica-sync.js";
 import { VllmClient } from "./vllm-client.js";
@@ -84,7 +84,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
     for await (const msg of messages) {
-      const parsed = AdapterPublished.safeParse(parseJson(msg.string()));
+      const parsed = AdapterPublished.safeParse(decodeMessage(msg.string()));
       if (!parsed.success || parsed.data.policy !== opts.policy) {
         log.warn({ seq: msg.seq, issues: parsed.success ? "policy differs" : parsed.error.issues.slice(0, 3) }, "ignoring a malformed adapter announcement");
         continue;
@@ -262,13 +262,5 @@ async function pruneLocalDirs(opts: ReloaderOptions, round: number, log: Logger)
   for (const old of rounds.slice(opts.keep)) {
     await rm(localAdapterDir(opts.dir, opts.policy, old), { recursive: true, force: true });
     log.debug({ round: old }, "pruned local adapter directory");
-  }
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }

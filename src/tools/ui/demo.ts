@@ -1,6 +1,7 @@
 // `rlloop demo --ui`: the web dashboard beside the demo. The demo's daemon runs its own nats-server, whose address
 // it writes into its work dir once started; the dashboard waits for it, reads the loop from there while the demo
 // plays its rounds, and keeps serving the final state after the demo has stopped its loop, until Ctrl-C.
+import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { runningOwnServerUrl } from "../../loop/nats-server.js";
 import { loadUiAssets } from "./assets.js";
@@ -30,7 +31,7 @@ export async function serveDemoUi(o: DemoUiOptions): Promise<DemoUi> {
   o.demo.then(() => (over = true), () => (over = true));
   let url: string | null = null;
   // the demo removes an earlier run's loop folder before it starts, so an address found here is this run's
-  while (!over && (url = runningOwnServerUrl(o.workDir)) === null) await new Promise((r) => setTimeout(r, POLL_MS));
+  while (!over && (url = runningOwnServerUrl(o.workDir)) === null) await sleep(POLL_MS);
   if (url === null) return { afterDemo: async () => {} };
 
   const nc: NatsConnection = await connect({ servers: url, name: "rlloop-ui", maxReconnectAttempts: -1, reconnectTimeWait: 500 });

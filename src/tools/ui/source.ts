@@ -11,12 +11,13 @@
 // One ordered consumer per event kind rather than one over several subjects: a list of filter subjects needs
 // nats-server 2.10, and the loop supports 2.9. A message that does not parse is skipped: a monitor must never die
 // of what it watches. When the wire contract changes, this file is what changes.
+import { setTimeout as sleep } from "node:timers/promises";
 import { DeliverPolicy, jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 import { z } from "zod";
 import {
-  AdapterPublished, EVENT_STREAM, Phase, RejectReason, ReplicaEvent, ROLLOUT_STREAM, RolloutRejected, RoundEvent, RoundSummary,
+  AdapterPublished, decodeMessage, EVENT_STREAM, Phase, RejectReason, ReplicaEvent, ROLLOUT_STREAM, RolloutRejected, RoundEvent, RoundSummary,
   STATE_BUCKET, StatsEvent, parseStateRecord, stateKey, subjects, type PpoStats,
 } from "../../contract/index.js";
 import type { UiLive } from "./model.js";
@@ -66,7 +67,7 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
   stoppers.push(() => stats.unsubscribe());
   void (async () => {
     for await (const msg of stats) {
-      const event = StatsEvent.safeParse(parseJson(msg.string()));
+      const event = StatsEvent.safeParse(decodeMessage(msg.string()));
       // stats flowing means the daemon answers: a notice about its service no longer applies
       if (event.success) store.live({ ...liveFromStats(event.data), notice: null });
     }
@@ -80,11 +81,11 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
   const follow = (stream: string, subject: string, from: StartAt, apply: (msg: JsMsg) => void) =>
     followStream(jsm, js.consumers, { stream, subject, from, apply, signal: stopping.signal, stoppers });
   const history = [
-    follow(EVENT_STREAM, names.rounds, "all", (msg) => applyRound(store, parseJson(msg.string()))),
-    follow(EVENT_STREAM, names.rejected, "all", (msg) => applyRejection(store, parseJson(msg.string()))),
-    follow(EVENT_STREAM, names.adapters, "all", (msg) => applyAdapter(store, parseJson(msg.string()))),
-    follow(EVENT_STREAM, names.replicas, "all", (msg) => applyReplica(store, parseJson(msg.string()))),
-    follow(ROLLOUT_STREAM, names.rollouts, { newest: opts.rewardHistory }, (msg) => applyRollout(store, parseJson(msg.string()))),
+    follow(EVENT_STREAM, names.rounds, "all", (msg) => applyRound(store, decodeMessage(msg.string()))),
+    follow(EVENT_STREAM, names.rejected, "all", (msg) => applyRejection(store, decodeMessage(msg.string()))),
+    follow(EVENT_STREAM, names.adapters, "all", (msg) => applyAdapter(store, decodeMessage(msg.string()))),
+    follow(EVENT_STREAM, names.replicas, "all", (msg) => applyReplica(store, decodeMessage(msg.string()))),
+    follow(ROLLOUT_STREAM, names.rollouts, { newest: opts.rewardHistory }, (msg) => applyRollout(store, decodeMessage(msg.string()))),
   ];
   const caughtUp = Promise.all(history).then(async () => {
     // rounds the events stream no longer holds (older than stream.eventsMaxAgeS), from the daemon's summaries
@@ -261,7 +262,7 @@ async function retry<T>(attempt: () => Promise<T>, signal: AbortSignal): Promise
       return await attempt();
     } catch (err) {
       if (signal.aborted) throw err;
-      await new Promise((r) => setTimeout(r, RETRY_MS).unref());
+      await sleep(RETRY_MS, undefined, { ref: false });
       if (signal.aborted) throw err;
     }
   }
@@ -280,20 +281,20 @@ async function followConnection(nc: NatsConnection, store: UiStore, signal: Abor
 async function askStatus(nc: NatsConnection, subject: string, timeoutMs: number, store: UiStore, signal: AbortSignal): Promise<void> {
   while (!signal.aborted && store.liveNow().statsAtMs === null) {
     try {
-      const event = StatsEvent.safeParse(parseJson((await nc.request(subject, "", { timeout: timeoutMs })).string()));
+      const event = StatsEvent.safeParse(decodeMessage((await nc.request(subject, "", { timeout: timeoutMs })).string()));
       // live stats may have come first; they are newer than an answer to a request sent before them
       if (event.success && store.liveNow().statsAtMs === null) store.live({ ...liveFromStats(event.data), notice: null });
       return;
     } catch (err) {
       if (store.liveNow().statsAtMs === null) store.live({ notice: `no answer from ${subject} (is the daemon running?): ${(err as Error).message}` });
     }
-    await new Promise((r) => setTimeout(r, RETRY_MS).unref());
+    await sleep(RETRY_MS, undefined, { ref: false });
   }
 }
 
 async function askSummaries(nc: NatsConnection, subject: string, timeoutMs: number, store: UiStore): Promise<void> {
   try {
-    applySummaries(store, parseJson((await nc.request(subject, JSON.stringify({ limit: SUMMARY_LIMIT }), { timeout: timeoutMs })).string()));
+    applySummaries(store, decodeMessage((await nc.request(subject, JSON.stringify({ limit: SUMMARY_LIMIT }), { timeout: timeoutMs })).string()));
   } catch {
     // no daemon answering: the events stream is all there is, which is the usual case anyway
   }
@@ -319,13 +320,5 @@ async function followState(nc: NatsConnection, policy: string, store: UiStore, s
     }
   } catch {
     // stopped while waiting for the bucket
-  }
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }

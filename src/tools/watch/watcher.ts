@@ -3,7 +3,7 @@
 // Messages that do not parse are ignored: a watcher must never die of what it watches.
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 import { z } from "zod";
-import { ReplicaEvent, RoundEvent, RoundSummary, StatsEvent, subjects } from "../../contract/index.js";
+import { decodeMessage, ReplicaEvent, RoundEvent, RoundSummary, StatsEvent, subjects } from "../../contract/index.js";
 import {
   initialState, withMissingRounds, withNotice, withReplica, withRoundEvent, withRoundSummaries, withStats, type WatchState,
 } from "./watch-state.js";
@@ -57,7 +57,7 @@ export async function startWatcher(nc: NatsConnection, opts: WatcherOptions, onC
     subs.push(sub);
     void (async () => {
       for await (const msg of sub) {
-        const parsed = schema.safeParse(safeJson(msg.data));
+        const parsed = schema.safeParse(decodeMessage(msg.data));
         if (parsed.success) update(apply(state, parsed.data));
       }
     })();
@@ -80,12 +80,4 @@ export async function startWatcher(nc: NatsConnection, opts: WatcherOptions, onC
       for (const sub of subs) sub.unsubscribe();
     },
   };
-}
-
-function safeJson(data: Uint8Array): unknown {
-  try {
-    return JSON.parse(new TextDecoder().decode(data));
-  } catch {
-    return undefined;
-  }
 }
