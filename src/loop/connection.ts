@@ -26,7 +26,7 @@ export interface Nats {
 }
 
 /** How long one first-connection attempt may take, and the longest wait between attempts. */
-const ATTEMPT_TIMEOUT_MS = 10_000;
+const ATTEMPT_TIMEOUT_MS = 5000;
 const MAX_WAIT_MS = 5000;
 
 export function connectionOptions(nats: Config["nats"], url: string): NodeConnectionOptions & { method: string } {

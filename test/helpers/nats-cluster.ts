@@ -1,14 +1,13 @@
-// A real 3-node JetStream cluster on loopback for tests: the pinned nats-server, each node with a temp store and
-// random ports chosen by the server itself (`listen: -1`, read back from its ports file), ready when its monitoring
-// endpoint's /healthz answers 200 (JetStream up and current with the meta leader). After the first start every
+// A real 3-node JetStream cluster on loopback for tests: each node a nats-server of its own config
+// (nats-configured.ts: temp store, random ports chosen by the server itself, ready on /healthz). After the first start every
 // node's ports are fixed in its config, so a node killed with SIGKILL comes back on the same ports and store, as a
 // restarted cluster member does.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
-import { natsServerBinary } from "../../src/setup-env.js";
+import { launchServer, waitHealthy } from "./nats-configured.js";
 
 export interface ClusterNode {
   name: string;
@@ -43,7 +42,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   const root = mkdtempSync(join(tmpdir(), "rlloop-cluster-"));
   const nodes: Node[] = Array.from({ length: size }, (_, i) => {
     const dir = join(root, `n${i}`);
-    mkdirSync(join(dir, "ports"), { recursive: true });
+    mkdirSync(dir, { recursive: true });
     return { name: `n${i}`, url: "", alive: false, dir, child: null, ports: null };
   });
   const [seed, ...rest] = nodes as [Node, ...Node[]];
@@ -80,7 +79,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
       await launch(node, readFileSync(join(node.dir, "node.conf"), "utf8"));
     },
     async healthy() {
-      await Promise.all(nodes.filter((n) => n.alive).map((n) => waitHealthy(n)));
+      await Promise.all(nodes.filter((n) => n.alive).map((n) => waitHealthy(n.ports!.monitor)));
     },
     async stop() {
       for (const n of nodes) await cluster.kill(n.name);
@@ -103,7 +102,6 @@ function config(n: Node, ports: Node["ports"], routes: number[]): string {
     `server_name: ${n.name}`,
     `listen: 127.0.0.1:${ports?.client ?? -1}`,
     `http: 127.0.0.1:${ports?.monitor ?? -1}`,
-    `ports_file_dir: ${JSON.stringify(join(n.dir, "ports"))}`,
     `jetstream { store_dir: ${JSON.stringify(join(n.dir, "store"))} }`,
     `cluster {`,
     `  name: ${CLUSTER}`,
@@ -113,41 +111,11 @@ function config(n: Node, ports: Node["ports"], routes: number[]): string {
   ].join("\n");
 }
 
-/** Starts the node and waits for its ports file and (unless the cluster is still forming) its /healthz. */
+/** Starts the node (waiting for /healthz unless the cluster is still forming). */
 async function launch(n: Node, conf: string, healthy = true): Promise<void> {
-  const file = join(n.dir, "launch.conf");
-  writeFileSync(file, conf);
-  for (const old of readdirSync(join(n.dir, "ports"))) rmSync(join(n.dir, "ports", old), { force: true });
-  let output = "";
-  const child = spawn(natsServerBinary(), ["-c", file], { stdio: ["ignore", "pipe", "pipe"] });
-  child.stdout?.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4000)));
-  child.stderr?.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4000)));
-  let exitCode: number | null = null;
-  child.once("exit", (code) => (exitCode = code ?? -1));
-  n.child = child;
-  const portsFile = join(n.dir, "ports", `${natsServerBinary().split("/").pop()}_${child.pid}.ports`);
-  for (let i = 0; ; i++) {
-    if (exitCode !== null) throw new Error(`nats-server ${n.name} exited (${exitCode}) at start:\n${output}`);
-    try {
-      const ports = JSON.parse(readFileSync(portsFile, "utf8")) as { nats: string[]; monitoring: string[]; cluster: string[] };
-      const port = (url: string | undefined) => Number(new URL(url ?? "").port);
-      n.ports = { client: port(ports.nats[0]), monitor: port(ports.monitoring[0]), cluster: port(ports.cluster[0]) };
-      break;
-    } catch {
-      if (i > 300) throw new Error(`nats-server ${n.name} wrote no ports file ${portsFile}:\n${output}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const server = await launchServer(n.dir, conf, { healthy });
+  n.child = server.child;
+  n.ports = { client: server.ports.client, cluster: server.ports.cluster ?? 0, monitor: server.ports.monitor };
   n.url = `nats://127.0.0.1:${n.ports.client}`;
   n.alive = true;
-  if (healthy) await waitHealthy(n);
-}
-
-async function waitHealthy(n: Node): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const ok = await fetch(`http://127.0.0.1:${n.ports!.monitor}/healthz`).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nats-server ${n.name} not healthy after 60 s`);
 }
