@@ -1,0 +1,93 @@
+// Reconcile, don't just create (src/loop/reconcile.ts, buckets.ts, intake.ts): on a real nats-server, the streams,
+// the KV buckets, the object store and the consumer the daemon owns are brought back to the config when it changed or
+// someone changed them — each change named in one log line — and a change the server refuses is a ConfigError that
+// says which resource and why. Errors are recognised by JetStream API codes (a missing frames bucket).
+import { nanos } from "@nats-io/nats-core";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADAPTER_BUCKET, IDS_BUCKET, ROLLOUT_STREAM, STATE_BUCKET, consumerName, subjects } from "../src/contract/index.js";
+import { openAdapterBucket, openIdsBucket, openStateBucket } from "../src/loop/buckets.js";
+import { parseConfig } from "../src/loop/config/index.js";
+import { ensureStreams } from "../src/loop/connection.js";
+import { ConfigError, RolloutRejectedError } from "../src/loop/errors.js";
+import { frameObjectOpener } from "../src/loop/frame-objects.js";
+import { frameBytes } from "../src/loop/frames.js";
+import { Intake } from "../src/loop/intake.js";
+import { POLICY, startLoopEnv, type LoopEnv } from "./helpers/loop.js";
+
+function capture() {
+  const lines: Array<Record<string, unknown>> = [];
+  const log = pino({ level: "info" }, { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) });
+  return { log, messages: () => lines.map((l) => String(l.msg)) };
+}
+
+describe("loop - the daemon's JetStream resources are reconciled to the config", () => {
+  let env: LoopEnv;
+  beforeAll(async () => {
+    env = await startLoopEnv();
+  });
+  afterAll(async () => env?.close());
+
+  it("streams: a changed age limit and duplicate window are applied, with one line naming them", async () => {
+    const { log, messages } = capture();
+    await ensureStreams(env.jsm, parseConfig({ stream: { maxAgeS: 3600, duplicateWindowS: 60 } }).stream, log);
+    const info = await env.jsm.streams.info(ROLLOUT_STREAM);
+    expect(info.config.max_age).toBe(nanos(3600_000));
+    expect(info.config.duplicate_window).toBe(nanos(60_000));
+    expect(messages()).toContain(`stream ${ROLLOUT_STREAM} updated to the config: max_age 2592000s → 3600s, duplicate_window 600s → 60s`);
+    await ensureStreams(env.jsm, parseConfig({}).stream, log);
+  });
+
+  it("KV buckets and the object store: TTL, history and TTL support come back to the config", async () => {
+    const { log, messages } = capture();
+    await openIdsBucket(env.nc, 3600, { replicas: 1, log });
+    await openIdsBucket(env.nc, 60, { replicas: 1, log });
+    const ids = await env.jsm.streams.info(`KV_${IDS_BUCKET}`);
+    expect(ids.config.max_age).toBe(nanos(60_000));
+    expect(ids.config.duplicate_window).toBe(nanos(60_000));
+    expect(messages()).toContain(`KV bucket ${IDS_BUCKET} updated to the config: max_age 3600s → 60s, duplicate_window 120s → 60s`);
+
+    await openStateBucket(env.nc, { replicas: 1, log });
+    expect((await env.jsm.streams.info(`KV_${STATE_BUCKET}`)).config.allow_msg_ttl).toBe(true);
+    await env.jsm.streams.update(`KV_${STATE_BUCKET}`, { max_msgs_per_subject: 2 });
+    await openStateBucket(env.nc, { replicas: 1, log });
+    expect((await env.jsm.streams.info(`KV_${STATE_BUCKET}`)).config.max_msgs_per_subject).toBe(8);
+    expect(messages()).toContain(`KV bucket ${STATE_BUCKET} updated to the config: max_msgs_per_subject 2 → 8`);
+
+    await openAdapterBucket(env.nc, { replicas: 1, log });
+    expect((await env.jsm.streams.info(`OBJ_${ADAPTER_BUCKET}`)).config.num_replicas).toBe(1);
+  });
+
+  it("the consumer: ack wait, max ack pending and filter subjects come back to the config", async () => {
+    const { log, messages } = capture();
+    const config = parseConfig(env.config({ consumer: { ackWaitS: 2, fetchBatch: 32 } }));
+    const intake = (ackWaitS: number) => new Intake(env.js, env.jsm, { policy: POLICY, consumer: { ...config.consumer, ackWaitS }, round: config.round, startSeq: () => 1 }, log);
+    await intake(2).ensureConsumer();
+    await env.jsm.consumers.update(ROLLOUT_STREAM, consumerName(POLICY), { filter_subjects: [subjects("other").rollouts] });
+    await intake(5).ensureConsumer();
+    const info = await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+    expect(info.config.ack_wait).toBe(nanos(5000));
+    expect(info.config.filter_subject ?? info.config.filter_subjects?.[0]).toBe(subjects(POLICY).rollouts);
+    expect(messages()).toContain(`consumer ${consumerName(POLICY)} updated to the config: ack_wait, filter_subjects`);
+    await env.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY));
+  });
+
+  it("a change the server refuses is a ConfigError naming the resource and the server's reason", async () => {
+    // replicas without a cluster
+    const refusedStream = await ensureStreams(env.jsm, parseConfig({ stream: { replicas: 3 } }).stream).catch((e: Error) => e);
+    expect(refusedStream).toBeInstanceOf(ConfigError);
+    expect((refusedStream as Error).message).toMatch(new RegExp(`^stream ${ROLLOUT_STREAM}: the server refused to change num_replicas 1 → 3: .*\\(JetStream error \\d+\\)$`));
+    const refusedBucket = await openAdapterBucket(env.nc, { replicas: 3 }).catch((e: Error) => e);
+    expect(refusedBucket).toBeInstanceOf(ConfigError);
+    expect((refusedBucket as Error).message).toMatch(new RegExp(`^object store ${ADAPTER_BUCKET}: the server refused to change num_replicas 1 → 3`));
+    // an even replica count is refused by the config already
+    expect(() => parseConfig({ stream: { replicas: 2 } })).toThrow(/'stream.replicas' must be 1, 3 or 5/);
+  });
+
+  it("a frame from a frames bucket that does not exist is image_missing (told by the API code, not the message)", async () => {
+    const limits = { roots: [], maxBytes: 1 << 20, maxPixels: 1 << 20, objects: frameObjectOpener(env.nc, "no-such-frames") };
+    const err = await frameBytes({ object: "f.png" }, limits).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RolloutRejectedError);
+    expect((err as RolloutRejectedError).reason).toBe("image_missing");
+  });
+});
