@@ -37,6 +37,19 @@ async function editHeader(file: string, edit: (json: string) => string): Promise
   await writeFile(file, bytes);
 }
 
+/** Replaces the JSON header of a safetensors file with an edited one (its length may change; the data stays). */
+async function rewriteHeader(file: string, edit: (entries: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>) => void): Promise<void> {
+  const bytes = await readFile(file);
+  const length = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + length).toString("utf8")) as Record<string, never>;
+  edit(header);
+  let json = JSON.stringify(header);
+  json += " ".repeat((8 - (Buffer.byteLength(json) % 8)) % 8);
+  const prefix = Buffer.alloc(8);
+  prefix.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
+  await writeFile(file, Buffer.concat([prefix, Buffer.from(json), bytes.subarray(8 + length)]));
+}
+
 async function editConfig(dir: string, edit: (config: { text_config: Record<string, unknown>; vision_config: Record<string, unknown> }) => void): Promise<void> {
   const path = join(dir, "config.json");
   const config = JSON.parse(await readFile(path, "utf8"));
@@ -116,6 +129,26 @@ describe("native errors - Model.load rejects a broken checkpoint, naming what is
     const end = Math.max(...needed.map(([, e]) => e.data_offsets[1]));
     await truncate(file, 8 + header.length + end - 1024);
     await expectRejection(Model.load(dir, { device: "cpu", dtype: "float32" }), ["model.safetensors"]);
+  });
+
+  test("tensors that share bytes (one tensor's offsets pointing into another's): names both, the file refused", async () => {
+    const dir = await copyModel("a");
+    const file = join(dir, "model.safetensors");
+    await rewriteHeader(file, (entries) => {
+      const norm = entries[FINAL_NORM]!;
+      const size = norm.data_offsets[1] - norm.data_offsets[0];
+      // another entry of the same byte size, whose bytes the final norm would now read as its own
+      const [other] = Object.entries(entries).find(([key, e]) => key !== FINAL_NORM && e.data_offsets !== undefined && e.data_offsets[1] - e.data_offsets[0] === size)!;
+      norm.data_offsets = [...entries[other]!.data_offsets];
+    });
+    await expectRejection(Model.load(dir, { device: "cpu", dtype: "float32" }), ["model.safetensors", /overlap entry|bytes no tensor names/]);
+  });
+
+  test("bytes after the last tensor: the file refused as trailing data", async () => {
+    const dir = await copyModel("a");
+    const file = join(dir, "model.safetensors");
+    await writeFile(file, Buffer.concat([await readFile(file), Buffer.alloc(16, 7)]));
+    await expectRejection(Model.load(dir, { device: "cpu", dtype: "float32" }), ["model.safetensors", "16 trailing bytes after its last tensor"]);
   });
 
   test("tensor shape mismatch ([128,64] stored as [64,128]): names the key, the file, expected and actual", async () => {

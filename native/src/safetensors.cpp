@@ -133,6 +133,33 @@ void SafetensorsFile::parse_header() {
                       << " needs " << expected);
     entries_.emplace(key, std::move(e));
   }
+  check_tiling(data_size);
+}
+
+// The format (and its reference implementation, which refuses anything else) has the tensors tile the data section
+// exactly: sorted by offset, each begins where the previous ends, the last ends at the file's end. Two entries
+// sharing bytes would read one tensor's numbers as another's, silently; bytes after the last are data nothing names.
+void SafetensorsFile::check_tiling(uint64_t data_size) const {
+  std::vector<const SafetensorsEntry*> spans;
+  spans.reserve(entries_.size());
+  for (const auto& [key, e] : entries_) spans.push_back(&e);
+  std::sort(spans.begin(), spans.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t at = 0;
+  const SafetensorsEntry* previous = nullptr;
+  for (const SafetensorsEntry* e : spans) {
+    RLLOOP_CHECK(e->begin >= at, Format,
+                 "'" << path_ << "' entry '" << e->key << "' data_offsets [" << e->begin << ", " << e->end << "] overlap entry '"
+                     << (previous ? previous->key : "") << "' (tensors must not share bytes)");
+    RLLOOP_CHECK(e->begin == at, Format,
+                 "'" << path_ << "' has " << (e->begin - at) << " bytes no tensor names before entry '" << e->key
+                     << "' (tensors must tile the data section)");
+    at = e->end;
+    previous = e;
+  }
+  RLLOOP_CHECK(at == data_size, Format,
+               "'" << path_ << "' has " << (data_size - at) << " trailing bytes after its last tensor (tensors must tile the data section)");
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& key) const {

@@ -43,6 +43,7 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 
   void parse_header();
+  void check_tiling(uint64_t data_size) const;
 };
 
 std::string shape_string(at::IntArrayRef shape);  // "[2, 3]"
