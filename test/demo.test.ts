@@ -16,8 +16,14 @@ describe("demo - the README's main command", () => {
     const { stdout } = await run(process.execPath, ["bin/rlloop.js", "demo", "--rounds", "2", "--rows", "8", "--work", work], {
       maxBuffer: 64 * 1024 * 1024,
     });
-    // pino JSON logs (daemon, trainer ranks) come first on stdout; the summary table is printed last
+    // a progress view (the full log, daemon and trainer ranks, goes to the file its first line names), then the table
     const lines = stdout.trim().split("\n");
+    expect(lines[0]).toBe(`rlloop demo: 2 PPO rounds of 8 rows on the CPU, at toy size (full log: ${join(work, "demo.log")})`);
+    expect(lines.filter((l) => l.startsWith("{"))).toEqual([]);
+    expect(lines.filter((l) => /^ {2}round \d\/2 published: demo-r\d, 8 rows, pg_loss/.test(l))).toHaveLength(2);
+    const log = readFileSync(join(work, "demo.log"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { component: string; msg: string });
+    expect(log.some((l) => l.component === "loop" && l.msg === "round committed")).toBe(true);
+    expect(log.some((l) => l.component === "train")).toBe(true);
     const table = lines.slice(lines.findIndex((l) => l.startsWith("round ")));
     expect(table[0]).toMatch(/^round\s+adapter\s+rows\s+pg_loss/);
     expect(table.slice(1).map((l) => l.trim().split(/\s+/).slice(0, 3))).toEqual([

@@ -22,7 +22,7 @@ export async function runDemoCommand(opts: DemoCommandOptions, out: (line: strin
   mkdirSync(work, { recursive: true });
   const logFile = join(work, "demo.log");
   setLogFile(logFile);
-  out(`rlloop demo: ${opts.rounds} PPO rounds of ${opts.rows} rows on the CPU, at toy size (full log: ${logFile})`);
+  out(`rlloop demo: ${opts.rounds} PPO round${opts.rounds === 1 ? "" : "s"} of ${opts.rows} rows on the CPU, at toy size (full log: ${logFile})`);
   const demo = runDemo({ rounds: opts.rounds, rowsPerRound: opts.rows, workDir: work, seed: opts.seed, roundTimeoutS: opts.roundTimeoutS }, {
     stage: (text) => out(`  ${text}`),
     round: (r, seconds) => out(`  round ${r.round}/${opts.rounds} published: ${r.name}, ${r.rows} rows, pg_loss ${r.pgLoss.toFixed(4)}, kl ${r.kl.toFixed(4)} (${seconds.toFixed(1)} s)`),

@@ -2,7 +2,7 @@
 // random Qwen3.5 with a random starting adapter (scripts/demo_model.py, run by the setup's Python), the simulator
 // publishing rollouts served by the newest adapter, and the daemon training a real PPO round per batch with
 // `rlloop train ppo` and publishing each adapter. It waits for every round's announcement and prints a summary.
-import { execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
@@ -77,9 +77,14 @@ function makeModel(work: string, log: Logger, progress: DemoProgress): { model: 
   mkdirSync(work, { recursive: true });
   progress.stage(`generating a tiny random Qwen3.5 and a starting LoRA adapter in ${join(work, "model-files")} (once)`);
   log.info({ dir: join(work, "model-files") }, "generating a tiny random Qwen3.5 and a starting LoRA adapter");
-  execFileSync(venvPython(), [join(PACKAGE_ROOT, "scripts", "demo_model.py"), CHAT_TEMPLATE, join(work, "model-files")], {
-    stdio: ["ignore", "ignore", "inherit"],
+  // its progress bars and warnings belong to the log, not to the demo's view; they are shown when it fails
+  const run = spawnSync(venvPython(), [join(PACKAGE_ROOT, "scripts", "demo_model.py"), CHAT_TEMPLATE, join(work, "model-files")], {
+    stdio: ["ignore", "ignore", "pipe"], encoding: "utf8",
   });
+  log.debug({ stderr: run.stderr }, "tiny model generation");
+  if (run.status !== 0) {
+    throw new Error(`scripts/demo_model.py failed (${run.error?.message ?? `exit ${run.status}`}):\n${(run.stderr ?? "").split("\n").slice(-20).join("\n")}`);
+  }
   return files;
 }
 
