@@ -143,3 +143,30 @@ describe("ops - the compiled CLI", () => {
     expect(help.stdout.match(/\(default: 32\)/g)).toHaveLength(1);
   });
 });
+
+describe("ops - the web dashboard on the daemon's metrics endpoint (observe.ui)", () => {
+  it("serves the page and its data under observe.ui.path beside /metrics, behind its token", async () => {
+    const env = await startLoopEnv();
+    const daemon = new Daemon({ config: parseConfig(env.config({ log: { level: "error" }, observe: { statsIntervalS: 1, metricsPort: 0, ui: { enabled: true, path: "/ui/", token: "ui-token-for-test" } } })) });
+    try {
+      await daemon.start();
+      await publishRollouts(env.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("ui", i, { steps: 2 }))));
+      await waitFor("round 1 published", async () => (await eventsOn(env.jsm, subjects(POLICY).adapterPublished)).length === 1 || null);
+      const base = `http://127.0.0.1:${daemon.metricsPort}`;
+      expect((await fetch(`${base}/ui/`)).status).toBe(401);
+      const page = await fetch(`${base}/ui/?token=ui-token-for-test`, { redirect: "manual" });
+      expect([200, 303]).toContain(page.status);
+      const auth = { authorization: "Bearer ui-token-for-test" };
+      const snapshot = await waitFor("round 1 in the dashboard's data", async () => {
+        const res = await fetch(`${base}/ui/api/snapshot`, { headers: auth });
+        const text = await res.text();
+        return res.ok && text.includes('"round"') && text.includes("pg_loss") ? text : null;
+      });
+      expect(snapshot.length).toBeGreaterThan(100);
+      expect((await fetch(`${base}/metrics`)).status).toBe(200);
+    } finally {
+      await daemon.stop();
+      await env.close();
+    }
+  });
+});
