@@ -57,11 +57,11 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
   it("SIGKILL of the active daemon mid-round, its disk gone: the standby takes over within the lease TTL and continues from the last committed round", async () => {
     const e = (env = await startLoopEnv());
     const a = host(e, "host-a");
-    const b = host(e, "host-b", { lease: { standby: true } });
+    const b = host(e, "host-b");
     const active = spawnDaemon(a.config, { RLLOOP_TEST_PAUSE_AT: "training:2" });
     daemons.push(active);
     await active.waitForLog("active started", (l) => l.msg === "daemon started");
-    const standby = spawnDaemon(b.config);
+    const standby = spawnDaemon(b.config, {}, ["--standby"]);
     daemons.push(standby);
     await standby.waitForLog("standby waiting", (l) => l.msg === "standby: waiting for the lease of the active daemon");
 

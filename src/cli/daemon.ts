@@ -8,9 +8,10 @@ export function daemonCommand(): Command {
   const cmd = new Command("daemon")
     .description("run the loop: JetStream rollouts → PPO rounds → published adapters (SIGTERM drains)")
     .option("--config <file>", "config JSON; RLLOOP_* environment variables override it (default: config/default.json)")
-    .action(async (opts: { config?: string }) => {
+    .option("--standby", "start as a standby: check everything, start the trainer, wait for the policy's lease and take over when the active daemon stops (lease.standby)")
+    .action(async (opts: { config?: string; standby?: boolean }) => {
       const { loadConfig } = await import("../loop/config/index.js");
-      const config = loadConfig(opts.config === undefined ? {} : { file: opts.config });
+      const config = loadConfig({ ...(opts.config === undefined ? {} : { file: opts.config }), ...(opts.standby ? { overrides: { lease: { standby: true } } } : {}) });
       const { Daemon } = await import("../loop/daemon.js");
       const daemon = new Daemon({ config });
       let signals = 0;
@@ -25,5 +26,5 @@ export function daemonCommand(): Command {
       const fatal = await daemon.closed;
       if (fatal) throw fatal;
     });
-  return examples(cmd, "rlloop daemon --config /etc/rlloop/bt.json", "RLLOOP_NATS_URL=nats://nats:4222 rlloop daemon --config bt.json");
+  return examples(cmd, "rlloop daemon --config /etc/rlloop/bt.json", "RLLOOP_NATS_URL=nats://nats:4222 rlloop daemon --config bt.json", "rlloop daemon --config /etc/rlloop/bt.json --standby");
 }

@@ -191,8 +191,8 @@ export interface DaemonProcess {
   exited: Promise<number | null>;
 }
 
-export function spawnDaemon(configFile: string, env: Record<string, string> = {}): DaemonProcess {
-  const child = spawn(process.execPath, cliArgs("daemon", "--config", configFile), {
+export function spawnDaemon(configFile: string, env: Record<string, string> = {}, args: string[] = []): DaemonProcess {
+  const child = spawn(process.execPath, cliArgs("daemon", "--config", configFile, ...args), {
     cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Array<Record<string, unknown>> = [];
