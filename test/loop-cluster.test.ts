@@ -18,6 +18,19 @@ async function publishThrough(env: LoopEnv, rollouts: RolloutCompletedInput[], b
   }
 }
 
+const OWNED = [ROLLOUT_STREAM, EVENT_STREAM, `KV_${STATE_BUCKET}`, `KV_${IDS_BUCKET}`, `OBJ_${ADAPTER_BUCKET}`];
+
+/** Every stream the daemon owns has two current followers: a leader killed before a (new or restarted) follower
+ *  caught up would leave the group without a quorum of current peers, a double failure R3 does not survive. */
+async function caughtUp(env: LoopEnv): Promise<void> {
+  for (const stream of OWNED) {
+    await waitFor(`${stream}'s followers current`, async () => {
+      const replicas = (await env.jsm.streams.info(stream).catch(() => null))?.cluster?.replicas ?? [];
+      return replicas.length === 2 && replicas.every((r) => r.current && !r.offline) ? true : null;
+    }, 60_000);
+  }
+}
+
 describe("loop - a 3-node JetStream cluster, replicas 3", () => {
   let cluster: NatsCluster | null = null;
   let env: LoopEnv | null = null;
@@ -35,7 +48,8 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
   it("rides through leader elections: the rollout stream's leader killed during intake, the state bucket's during a commit, the object store's during a publish", async () => {
     const started = Date.now();
     cluster = await startNatsCluster(3);
-    env = await startLoopEnv({ nats: cluster, replicas: 3 });
+    // the streams exist at R1 (workers published first): the daemon scales them to R3 in place
+    env = await startLoopEnv({ nats: cluster, replicas: 1 });
     const e = env;
     const c = cluster;
     const config = e.writeConfig({
@@ -46,15 +60,22 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
     const all: string[] = [];
     const committed = (round: number) => (l: Record<string, unknown>) => l.msg === "round committed" && l.round === round;
     const d = (daemon = spawnDaemon(config));
+    const phases: string[] = [];
+    let mark = Date.now();
+    const phase = (name: string) => {
+      phases.push(`${name} ${((Date.now() - mark) / 1000).toFixed(1)} s`);
+      mark = Date.now();
+    };
 
     // round 1, undisturbed; the daemon made its buckets R3
     const first = await batch("c1");
     all.push(...first.map((r) => r.id));
     await publishThrough(e, first);
     await d.waitForLog("round 1 committed", committed(1));
-    for (const stream of [ROLLOUT_STREAM, EVENT_STREAM, `KV_${STATE_BUCKET}`, `KV_${IDS_BUCKET}`, `OBJ_${ADAPTER_BUCKET}`]) {
-      expect((await e.jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
-    }
+    expect(d.lines.some((l) => l.msg === `stream ${ROLLOUT_STREAM} updated to the config: num_replicas 1 → 3`)).toBe(true);
+    phase("round 1");
+    for (const stream of OWNED) expect((await e.jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
+    await caughtUp(e);
 
     // intake: the rollout stream's leader dies after the second rollout of round 2 is in
     const intake = await batch("c2");
@@ -68,7 +89,10 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
     });
     await d.waitForLog("round 2 committed", committed(2));
     expect(await c.leaderOf(e.jsm, ROLLOUT_STREAM)).not.toBe(rolloutLeader);
+    phase("round 2, the rollout stream's leader killed");
     await c.restart(rolloutLeader);
+    await caughtUp(e);
+    phase("restart");
 
     // commit: the state bucket's leader dies the moment round 3 has trained (the ids, objects and record follow)
     const commit = await batch("c3");
@@ -78,7 +102,10 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
     await d.waitForLog("round 3 trained", (l) => l.msg === "round trained" && l.round === 3);
     await c.kill(stateLeader);
     await d.waitForLog("round 3 committed", committed(3));
+    phase("round 3, the state bucket's leader killed");
     await c.restart(stateLeader);
+    await caughtUp(e);
+    phase("restart");
 
     // publish: the object store's leader dies the moment round 4 is committed (the adapter put and announcement follow)
     const publish = await batch("c4");
@@ -88,8 +115,10 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
     await d.waitForLog("round 4 committed", committed(4));
     await c.kill(objectLeader);
     await d.waitForLog("round 4 published", (l) => l.msg === "adapter published" && l.round === 4);
+    phase("round 4, the object store's leader killed");
     await c.restart(objectLeader);
     await c.healthy();
+    phase("restart");
 
     const acc = await waitFor("every rollout accounted for and nothing pending", async () => {
       const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
@@ -104,7 +133,8 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
     expect(state?.record.round).toBe(4);
     const adapters = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished);
     expect(adapters.map((a) => a.round)).toEqual([1, 2, 3, 4]);
-    console.info(`figure: 4 rounds through 3 leader kills on a 3-node cluster in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    phase("settled");
+    console.info(`figure: 4 rounds through 3 leader kills on a 3-node cluster in ${((Date.now() - started) / 1000).toFixed(1)} s (${phases.join(", ")})`);
     d.child.kill("SIGTERM");
     expect(await d.exited).toBe(0);
   });

@@ -3,7 +3,9 @@
 //   - `rlloop-ids` (the duplicate-id memory): history 1, TTL = intake.duplicateWindowS;
 //   - `rlloop-adapters` (adapters, optimizer states and manifests of committed rounds).
 // Each has `stream.replicas` replicas. nats.js creates a missing bucket but leaves an existing one as it is, so every
-// open reconciles. The frames bucket (frames.objectBucket) is the workers', not the daemon's: it is only read.
+// open reconciles. KV reads go to the stream's leader, not a direct get that any replica may answer: a follower a
+// little behind would show a standby the state record before the last commit, or a lease already taken over.
+// The frames bucket (frames.objectBucket) is the workers', not the daemon's: it is only read.
 import { JetStreamApiError, jetstreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/nats-core";
@@ -26,7 +28,7 @@ export interface BucketOptions {
 /** The state bucket `rlloop`. */
 export async function openStateBucket(nc: NatsConnection, opts: BucketOptions): Promise<KV> {
   const what = `KV bucket ${STATE_BUCKET}`;
-  const kv = await created(what, () => new Kvm(nc).create(STATE_BUCKET, { history: STATE_HISTORY, replicas: opts.replicas }));
+  const kv = await created(what, () => new Kvm(nc).create(STATE_BUCKET, { history: STATE_HISTORY, replicas: opts.replicas, allow_direct: false }));
   await reconcileStream(await jsmOf(nc), `KV_${STATE_BUCKET}`, {
     num_replicas: opts.replicas, max_msgs_per_subject: STATE_HISTORY, allow_msg_ttl: true,
   } as Partial<StreamConfig>, what, opts.log);
@@ -37,7 +39,7 @@ export async function openStateBucket(nc: NatsConnection, opts: BucketOptions): 
 export async function openIdsBucket(nc: NatsConnection, windowS: number, opts: BucketOptions): Promise<KV> {
   const ttlMs = windowS * 1000;
   const what = `KV bucket ${IDS_BUCKET}`;
-  const kv = await created(what, () => new Kvm(nc).create(IDS_BUCKET, { history: 1, ttl: ttlMs, replicas: opts.replicas }));
+  const kv = await created(what, () => new Kvm(nc).create(IDS_BUCKET, { history: 1, ttl: ttlMs, replicas: opts.replicas, allow_direct: false }));
   await reconcileStream(await jsmOf(nc), `KV_${IDS_BUCKET}`, {
     num_replicas: opts.replicas, max_msgs_per_subject: 1, max_age: nanos(ttlMs),
     duplicate_window: nanos(Math.min(ttlMs, DEFAULT_DUPLICATE_WINDOW_MS)),

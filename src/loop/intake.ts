@@ -12,6 +12,8 @@ import { ConfigError } from "./errors.js";
 import { isApiError } from "./reconcile.js";
 import { consumerName, ROLLOUT_STREAM, subjects } from "../contract/index.js";
 
+const PULL_EXPIRES_MS = 10_000;
+
 export interface IntakeOptions {
   policy: string;
   consumer: Config["consumer"];
@@ -86,7 +88,9 @@ export class Intake {
       try {
         await this.ensureConsumer();
         const consumer = await this.js.consumers.get(ROLLOUT_STREAM, this.name);
-        this.#messages = await consumer.consume({ max_messages: this.opts.consumer.fetchBatch });
+        // pulls that expire after 10 s (heartbeats every 5 s): a consumer whose leader died (a cluster node lost) is
+        // pulled from its new leader within ~10 s, not after the default 30 s
+        this.#messages = await consumer.consume({ max_messages: this.opts.consumer.fetchBatch, expires: PULL_EXPIRES_MS });
         void this.#watch(this.#messages);
         for await (const msg of this.#messages) yield msg;
       } catch (err) {

@@ -22,7 +22,7 @@ export class StateStore {
 
   /** Opens the bucket, creating it when missing (readers: status, tests); the daemon reconciles it (buckets.ts). */
   static async open(nc: NatsConnection, policy: string, replicas: number): Promise<StateStore> {
-    const kv = await new Kvm(nc).create(STATE_BUCKET, { history: STATE_HISTORY, replicas });
+    const kv = await new Kvm(nc).create(STATE_BUCKET, { history: STATE_HISTORY, replicas, allow_direct: false });
     return new StateStore(kv, policy);
   }
 
