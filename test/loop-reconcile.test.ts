@@ -5,7 +5,7 @@
 import { nanos } from "@nats-io/nats-core";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADAPTER_BUCKET, IDS_BUCKET, ROLLOUT_STREAM, STATE_BUCKET, consumerName, subjects } from "../src/contract/index.js";
+import { ADAPTER_BUCKET, EVENT_STREAM, IDS_BUCKET, ROLLOUT_STREAM, STATE_BUCKET, consumerName, subjects } from "../src/contract/index.js";
 import { openAdapterBucket, openIdsBucket, openStateBucket } from "../src/loop/buckets.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
@@ -73,13 +73,20 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
   });
 
   it("a change the server refuses is a ConfigError naming the resource and the server's reason", async () => {
-    // replicas without a cluster
-    const refusedStream = await ensureStreams(env.jsm, parseConfig({ stream: { replicas: 3 } }).stream).catch((e: Error) => e);
+    // another stream took the events stream's subjects
+    await env.jsm.streams.delete(EVENT_STREAM);
+    await env.jsm.streams.add({ name: "INTRUDER", subjects: ["rlloop.*.adapter.>"] });
+    const refusedStream = await ensureStreams(env.jsm, parseConfig({}).stream).catch((e: Error) => e);
     expect(refusedStream).toBeInstanceOf(ConfigError);
-    expect((refusedStream as Error).message).toMatch(new RegExp(`^stream ${ROLLOUT_STREAM}: the server refused to change num_replicas 1 → 3: .*\\(JetStream error \\d+\\)$`));
-    const refusedBucket = await openAdapterBucket(env.nc, { replicas: 3 }).catch((e: Error) => e);
-    expect(refusedBucket).toBeInstanceOf(ConfigError);
-    expect((refusedBucket as Error).message).toMatch(new RegExp(`^object store ${ADAPTER_BUCKET}: the server refused to change num_replicas 1 → 3`));
+    expect((refusedStream as Error).message).toMatch(new RegExp(`^stream ${EVENT_STREAM}: the server refused to create it: .*\\(JetStream error \\d+\\)$`));
+    await env.jsm.streams.delete("INTRUDER");
+    await ensureStreams(env.jsm, parseConfig({}).stream);
+    // replicas without a cluster (nats-server 2.11 accepts and ignores them)
+    if (!env.nc.info?.version.startsWith("2.11.")) {
+      const refusedBucket = await openAdapterBucket(env.nc, { replicas: 3 }).catch((e: Error) => e);
+      expect(refusedBucket).toBeInstanceOf(ConfigError);
+      expect((refusedBucket as Error).message).toMatch(new RegExp(`^object store ${ADAPTER_BUCKET}: the server refused to change num_replicas 1 → 3: .*\\(JetStream error \\d+\\)$`));
+    }
     // an even replica count is refused by the config already
     expect(() => parseConfig({ stream: { replicas: 2 } })).toThrow(/'stream.replicas' must be 1, 3 or 5/);
   });
