@@ -7,6 +7,7 @@ export * from "./job.js";
 export * from "./lease.js";
 export * from "./manifest.js";
 export * from "./names.js";
+export * from "./outcomes.js";
 export * from "./primitives.js";
 export * from "./publish-rollout.js";
 export * from "./rollout.js";

@@ -36,6 +36,8 @@ export function subjects(policy: string) {
     round: (kind: string) => `${base}.round.${kind}`,
     rounds: `${base}.round.>`,
     adapterPublished: `${base}.adapter.published`,
+    /** an earlier adapter to serve again (issue 23: the live-outcome guard, or rlloop rollback) */
+    adapterRolledBack: `${base}.adapter.rolled_back`,
     /** every adapter announcement */
     adapters: `${base}.adapter.>`,
     replica: (kind: string) => `${base}.replica.${kind}`,
@@ -43,6 +45,8 @@ export function subjects(policy: string) {
     stats: `${base}.stats`,
     status: `${base}.svc.status`,
     roundsQuery: `${base}.svc.rounds`,
+    /** request {"to_round": n, "reason"?} → the rollback's announcement, once the daemon has done it between rounds */
+    rollbackRequest: `${base}.svc.rollback`,
   } as const;
 }
 
@@ -74,5 +78,6 @@ export const consumerName = (policy: string): string => `rlloop-${policy}`;
 export const msgIds = {
   rejected: (policy: string, seq: number) => `${policy}.rejected.${seq}`,
   adapter: (policy: string, round: number) => `${policy}.adapter.r${round}`,
+  rollback: (policy: string, seq: number) => `${policy}.rollback.${seq}`,
   round: (policy: string, round: number, suffix: string) => `${policy}.${suffix}.r${round}`,
 };

@@ -3,15 +3,11 @@
 // committed. Version 1 (camelCase keys) is read and converted.
 import { z } from "zod";
 import { StateOutcome } from "./enums.js";
+import { LineageEntry, LiveOutcomes, RollbackRecord } from "./outcomes.js";
 import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex } from "./primitives.js";
+import { StoredFolder } from "./stored-folder.js";
 
-/** A folder's files kept in the object store, so that a daemon on another host (a standby) continues from them. */
-export const StoredFolder = z.object({
-  bucket: z.string().meta({ description: "object store (rlloop-adapters)" }),
-  prefix: z.string().meta({ description: "object names are <prefix>/<file name>" }),
-  files: z.array(z.object({ name: z.string(), sha256: sha256Hex(), size: nonNegativeInt() })),
-}).meta({ description: "the folder's files in the object store" });
-export type StoredFolder = z.infer<typeof StoredFolder>;
+export { StoredFolder } from "./stored-folder.js";
 
 const AdapterState = z.object({
   round: nonNegativeInt().meta({ description: "round that produced it; 0 = the initial (SFT) adapter" }),
@@ -30,7 +26,11 @@ export const StateRecord = z.object({
   last_seq: nonNegativeInt().meta({ description: "highest stream sequence of the committed rounds' events" }),
   ack_floor: nonNegativeInt().meta({ description: "the consumer's ack floor seen at commit time: where a re-created consumer starts" }),
   recent_adapters: z.array(z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }))
-    .meta({ description: "sha256 of the adapters of the last rounds, to check a rollout's adapter.sha256" }),
+    .meta({ description: "the adapters served last, in the order they were announced (published, or rolled back to), the one served now last: a rollout's staleness is how many came after its adapter; their sha256 checks a rollout's adapter.sha256" }),
+  // issue 23, the live-outcome guard: defaults so that records written before it read as "nothing observed yet"
+  outcomes: LiveOutcomes.default({ range: null, adapters: [] }).meta({ description: "live outcomes per serving adapter (rewards of the committed rollouts each served)" }),
+  lineage: z.array(LineageEntry).default([]).meta({ description: "the recent published adapters, each with its parent and continuation objects: what a rollback can go back to" }),
+  rollback: RollbackRecord.nullable().default(null).meta({ description: "the last rollback (announced once, by its seq)" }),
   at: isoTimestamp(),
 }).meta({ description: "the state record in KV bucket rlloop, key <policy>" });
 export type StateRecord = z.infer<typeof StateRecord>;

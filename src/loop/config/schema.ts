@@ -131,6 +131,19 @@ const Gate = z.strictObject({
   maxMismatchKl: doc(threshold().default(null), "… when `mismatch.k3` (sampler/trainer mismatch KL; needs `trainer.mismatchStats`) exceeds this"),
 });
 
+// issue 23: the live-outcome guard (src/loop/guard.ts; docs/daemon.md "The live-outcome guard")
+const Guard = z.strictObject({
+  enabled: doc(z.boolean().default(false), "roll back when the serving lineage does worse on the robots than an earlier adapter (needs `guard.rewardRange`). false: the live outcomes and the guard's verdict are still computed and reported (stats, `rounds`, metrics) when a range is set, but nothing is rolled back"),
+  rewardRange: doc(Range.nullable().default(null), "the range episode rewards lie in, `{\"min\", \"max\"}`: the guard's error rate holds for rewards bounded by it (a reward outside counts at the nearest bound and in `clipped`). null: no confidence sequences, no verdict"),
+  alpha: doc(z.number().gt(0).lt(0.5).default(0.05), "false-rollback rate: an adapter whose true mean reward is within `guard.minEffect` of the best of its `guard.baselines` ancestors is rolled back with probability at most this, however often the guard looks"),
+  minEffect: doc(z.number().min(0).default(0.05), "the smallest drop of the mean episode reward (reward units) that counts as a regression: the guard rolls back only when it is confident the drop is larger"),
+  baselines: doc(positiveInt().max(8).default(3), "compare the adapter under test with its nearest this many ancestors (predecessor, grandparent, …) and roll back to the best; their adapters and optimizer states are kept in the object store (this + 2 adapters)"),
+  minRollouts: doc(positiveInt().default(16), "rollouts an adapter needs before the guard tests it or compares against it"),
+  pairByGroup: doc(z.boolean().default(true), "also compare per `group` (same scenario / start state) when rollouts of both adapters share groups, which removes the scenario noise; the error rate is split evenly between the paired and the unpaired test"),
+  maxGroups: doc(positiveInt().max(4096).default(256), "groups per adapter kept for pairing (the newest), in the state record"),
+  successThreshold: doc(z.number().nullable().default(null), "a rollout with reward ≥ this is a success: each adapter's success rate is reported; null = no success rate"),
+});
+
 const Intake = z.strictObject({
   dedupRounds: doc(positiveInt().default(64), "committed rounds whose stream sequences the daemon keeps in memory (a redelivery of a committed rollout is acked as applied)"),
   duplicateWindowS: doc(seconds().default(3 * 86400), "how long a consumed rollout id is remembered (KV bucket `rlloop-ids`, kept across restarts): a later rollout with the same id under another stream sequence is rejected (`duplicate_id`). About 200 bytes of JetStream storage per rollout over the window"),
@@ -173,6 +186,7 @@ export const SECTIONS = {
   adapter: { schema: Adapter, title: "where the loop starts" },
   trainer: { schema: Trainer, title: "how a round is trained" },
   gate: { schema: Gate, title: "health gate before publishing (null = off)" },
+  guard: { schema: Guard, title: "the live-outcome guard: roll back an adapter that does worse on the robots" },
   intake: { schema: Intake, title: "duplicates and redeliveries" },
   lease: { schema: Lease, title: "one active daemon per policy, standbys wait" },
   observe: { schema: Observe, title: "stats, metrics and health" },
@@ -194,6 +208,8 @@ export const ConfigSchema = z.strictObject({
   adapter: Adapter.prefault({}),
   trainer: Trainer.prefault({}),
   gate: Gate.prefault({}),
+  guard: Guard.prefault({}).refine((g) => !g.enabled || g.rewardRange !== null, { error: "must be set when guard.enabled is true (the guard's error rate holds only for rewards in a stated range)", path: ["rewardRange"] })
+    .refine((g) => g.rewardRange === null || g.rewardRange.max > g.rewardRange.min, { error: "must have max > min", path: ["rewardRange"] }),
   intake: Intake.prefault({}),
   lease: Lease.prefault({}),
   observe: Observe.prefault({}),
@@ -205,3 +221,4 @@ export type ConfigInput = z.input<typeof ConfigSchema>;
 export type AdvantageConfig = Config["advantage"];
 export type TrainerConfig = Config["trainer"];
 export type LimitsConfig = Config["limits"];
+export type GuardConfig = Config["guard"];
