@@ -7,7 +7,7 @@ import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
-import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/contract/index.js";
+import { EVENT_STREAM, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
 import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
@@ -92,10 +92,11 @@ describe("loop - faults", () => {
     expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
   });
 
-  it("faults - a stop while the adapter store refuses the adapter exits cleanly; the next start publishes it", async () => {
+  it("faults - a stop while the announcement is refused exits cleanly; the next start publishes it", async () => {
     const e = await start({ log: { level: (process.env.TEST_LOG_LEVEL ?? "error") as "error" } });
-    // the adapter bucket's stream takes no message bigger than 8 bytes: every chunk of the put is refused
-    const stream = `OBJ_${ADAPTER_BUCKET}`;
+    // the events stream takes no message bigger than 8 bytes: the announcement is refused (the adapter's objects, stored
+    // before the commit, are not: a refused object store holds the commit back)
+    const stream = EVENT_STREAM;
     const { config } = await e.jsm.streams.info(stream);
     await e.jsm.streams.update(stream, { ...config, max_msg_size: 8 });
     const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("stop-publish", i, { steps: 2 })));

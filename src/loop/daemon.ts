@@ -89,6 +89,7 @@ export class Daemon {
   #opening = false;
   #stopRequested = false;
   readonly #stopper = new AbortController();
+  readonly #leaseWait = new AbortController();
   #fatal: Error | null = null;
   #resolveClosed!: (err: Error | null) => void;
   /** resolves when the daemon stopped; with the fatal error when it stopped because of one */
@@ -152,7 +153,7 @@ export class Daemon {
     // a standby waits here, checked and with its trainer started, until the active daemon stops renewing the lease
     this.#lease = await Lease.acquire({
       kv: stateBucket, js: nats.js, policy: this.config.policy.name, ttlS: this.config.lease.ttlS, workDir: this.config.workDir,
-      standby: this.config.lease.standby, signal: this.#stopper.signal, log: this.log, onLost: (err) => this.#onFatal(err),
+      standby: this.config.lease.standby, signal: this.#leaseWait.signal, log: this.log, onLost: (err) => this.#onFatal(err),
     });
     await ensureStreams(nats.jsm, this.config.stream, this.log);
     const states = StateStore.of(stateBucket, this.config.policy.name);
@@ -189,7 +190,7 @@ export class Daemon {
   async stop(): Promise<void> {
     if (this.#opening) {
       this.#stopRequested = true;
-      this.#stopper.abort(); // ends a standby's wait for the lease
+      this.#leaseWait.abort(); // ends a standby's wait for the lease; any other opening step is waited for
       return void (await this.closed);
     }
     const ctx = this.#ctx;

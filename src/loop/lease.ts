@@ -62,7 +62,6 @@ export class Lease {
     const pollMs = Math.min(1000, (opts.ttlS * 1000) / 5);
     let waitingFor: string | null = null;
     for (;;) {
-      if (opts.signal.aborted) throw new StopRequestedError("stopped while waiting for the lease");
       try {
         const entry = await opts.kv.get(leaseKey(opts.policy));
         const held = entry?.operation === "PUT" ? LeaseRecord.safeParse(entry.json()) : null;
@@ -86,6 +85,7 @@ export class Lease {
         // another daemon took it first (a lost compare-and-set) or NATS is briefly away: look again
         if (!isApiError(err, JetStreamApiCodes.StreamWrongLastSequence)) opts.log.debug({ err }, "lease not taken; trying again");
       }
+      if (opts.signal.aborted) throw new StopRequestedError("stopped while waiting for the lease");
       await sleep(pollMs, opts.signal);
     }
   }

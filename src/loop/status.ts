@@ -2,6 +2,7 @@
 // committed state record from KV.
 import { redactUrl, type Config } from "./config/index.js";
 import { connectNats } from "./connection.js";
+import { ConfigError } from "./errors.js";
 import { runningOwnServerUrl } from "./nats-server.js";
 import { subjects } from "../contract/index.js";
 import { StateStore } from "./state.js";
@@ -10,6 +11,7 @@ export async function queryStatus(config: Config, timeoutMs: number): Promise<un
   const url = config.nats.url ?? runningOwnServerUrl(config.workDir);
   if (!url) return { daemon: null, reason: "no nats.url configured and no own nats-server running for this workDir" };
   const nats = await connectNats({ ...config.nats, name: "rlloop-status" }, url, { timeoutMs }).catch((cause: Error) => {
+    if (cause instanceof ConfigError) throw cause; // refused credentials, an untrusted certificate: the reason as it is
     throw new Error(`cannot reach NATS at ${redactUrl(url)} within ${timeoutMs} ms: ${cause.message}`, { cause });
   });
   try {
