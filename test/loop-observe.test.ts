@@ -75,8 +75,9 @@ describe("loop - observability", () => {
 
   it("observe - rlloop status asks the running daemon", async () => {
     const { stdout } = await run(process.execPath, cliArgs("status", "--config", env.writeConfig()), { cwd: REPO });
-    const answer = JSON.parse(stdout) as { daemon: { round: number; policy: string } };
+    const answer = JSON.parse(stdout) as { daemon: { round: number; policy: string }; lease: { pid: number; work_dir: string } | null };
     expect(answer.daemon).toMatchObject({ round: 1, policy: POLICY });
+    expect(answer.lease).toMatchObject({ pid: process.pid, work_dir: env.workDir });
   });
 });
 
