@@ -9,6 +9,7 @@ import { demoCommand } from "./demo.js";
 import { exitCodeOf } from "./exit-codes.js";
 import { reloadCommand } from "./reload.js";
 import { replayCommand } from "./replay.js";
+import { rollbackCommand } from "./rollback.js";
 import { simulateCommand } from "./simulate.js";
 import { statusCommand } from "./status.js";
 import { trainCommand } from "./train.js";
@@ -26,7 +27,7 @@ export function program(): Command {
       const format = cmd.opts<{ logFormat?: "json" | "pretty" }>().logFormat;
       if (format !== undefined) (await import("../log.js")).setLogFormat(format);
     });
-  for (const cmd of [daemonCommand(), replayCommand(), statusCommand(), trainCommand(), simulateCommand(), reloadCommand(), watchCommand(), uiCommand(), demoCommand()]) {
+  for (const cmd of [daemonCommand(), replayCommand(), statusCommand(), rollbackCommand(), trainCommand(), simulateCommand(), reloadCommand(), watchCommand(), uiCommand(), demoCommand()]) {
     root.addCommand(cmd);
   }
   exitOverrideAll(root);

@@ -67,6 +67,7 @@ export const AdapterPublished = z.object({
   sha256: sha256Hex().meta({ description: "sha256 of adapter_model.safetensors (what a reloader verifies)" }),
   files: z.array(AdapterFile),
   stats: PpoStats,
+  parent: nonNegativeInt().optional().meta({ description: "the adapter it continues (its lineage, issue 23)" }),
   at,
 }).meta({ description: "a new adapter to serve (rlloop.<policy>.adapter.published)" });
 export type AdapterPublished = z.infer<typeof AdapterPublished>;
@@ -96,6 +97,33 @@ export const LastRoundStats = z.object({
 });
 export type LastRoundStats = z.infer<typeof LastRoundStats>;
 
+/** One adapter's live outcomes (issue 23): the rewards of the committed rollouts it served. */
+export const OutcomeSummary = z.object({
+  round: nonNegativeInt().meta({ description: "the adapter (the round that produced it)" }),
+  parent: nonNegativeInt().nullable().meta({ description: "the adapter it continues" }),
+  count: nonNegativeInt().meta({ description: "committed rollouts it served" }),
+  mean: z.number().nullable().meta({ description: "their mean episode reward" }),
+  sd: z.number().nullable().meta({ description: "their standard deviation (null below 2)" }),
+  min: z.number().nullable(),
+  max: z.number().nullable(),
+  success_rate: z.number().nullable().meta({ description: "fraction with reward >= guard.successThreshold (null without one)" }),
+  clipped: nonNegativeInt().meta({ description: "rewards outside guard.rewardRange" }),
+  lower: z.number().nullable().meta({ description: "the guard's lower confidence bound of the mean (its baseline level), null without guard.rewardRange" }),
+  upper: z.number().nullable().meta({ description: "the guard's upper confidence bound of the mean (its candidate level)" }),
+}).meta({ description: "an adapter's live outcomes" });
+export type OutcomeSummary = z.infer<typeof OutcomeSummary>;
+
+export const GuardStatus = z.object({
+  enabled: z.boolean().meta({ description: "guard.enabled: a regression rolls back" }),
+  status: z.enum(["off", "waiting", "ok", "regressed"]).meta({ description: "off: no guard.rewardRange; waiting: too few rollouts to test; ok: no regression shown; regressed: the candidate is worse than `target` (rolled back in the commit that found it, when enabled)" }),
+  candidate: nonNegativeInt().nullable().meta({ description: "the adapter under test" }),
+  target: nonNegativeInt().nullable().meta({ description: "the better ancestor (regressed only)" }),
+  margin: z.number().nullable().meta({ description: "ok: how far the closest test is from rolling back (upper bound of the difference + guard.minEffect; a rollback needs it below 0)" }),
+  reason: z.string().nullable(),
+  last_rollback: z.object({ seq: z.number().int(), trigger: z.string(), from: nonNegativeInt(), to: nonNegativeInt(), round: nonNegativeInt(), at: isoTimestamp() }).nullable(),
+}).meta({ description: "the live-outcome guard" });
+export type GuardStatus = z.infer<typeof GuardStatus>;
+
 export const StatsEvent = z.object({
   type: z.literal("stats"),
   policy,
@@ -113,6 +141,8 @@ export const StatsEvent = z.object({
   last: LastRoundStats.nullable(),
   gpu_memory_bytes: z.number().nullable().meta({ description: "peak GPU memory the trainer reported for the last round, null when unknown" }),
   uptime_s: z.number(),
+  outcomes: z.array(OutcomeSummary).optional().meta({ description: "live outcomes of the adapters served lately, oldest first (issue 23)" }),
+  guard: GuardStatus.optional(),
 }).meta({ description: "the daemon's periodic snapshot (rlloop.<policy>.stats, and the svc.status answer)" });
 export type StatsEvent = z.infer<typeof StatsEvent>;
 
@@ -123,5 +153,6 @@ export const RoundSummary = z.object({
   rollouts: nonNegativeInt(),
   sha256: sha256Hex().meta({ description: "train.jsonl's sha256" }),
   stats: PpoStats.nullable(),
+  outcomes: OutcomeSummary.nullable().optional().meta({ description: "live outcomes of the adapter this round produced (null: none published, or no longer kept)" }),
 }).meta({ description: "one round in the svc.rounds answer" });
 export type RoundSummary = z.infer<typeof RoundSummary>;

@@ -6,6 +6,7 @@ import { RolloutRejected, AdapterPublished, ReplicaEvent, RoundEvent, RoundSumma
 import { TrainJob } from "./job.js";
 import { LeaseRecord } from "./lease.js";
 import { Manifest } from "./manifest.js";
+import { AdapterRolledBack } from "./outcomes.js";
 import { RolloutCompleted } from "./rollout.js";
 import { StateRecord } from "./state.js";
 import { PpoStats } from "./stats.js";
@@ -16,6 +17,7 @@ export const WIRE_SCHEMAS: Record<string, { title: string; schema: z.ZodType }> 
   "rollout-rejected.schema.json": { title: "RolloutRejected", schema: RolloutRejected },
   "round-event.schema.json": { title: "RoundEvent", schema: RoundEvent },
   "adapter-published.schema.json": { title: "AdapterPublished", schema: AdapterPublished },
+  "adapter-rolled-back.schema.json": { title: "AdapterRolledBack", schema: AdapterRolledBack },
   "replica-event.schema.json": { title: "ReplicaEvent", schema: ReplicaEvent },
   "stats-event.schema.json": { title: "StatsEvent", schema: StatsEvent },
   "round-summary.schema.json": { title: "RoundSummary", schema: RoundSummary },

@@ -11,6 +11,7 @@ import type { HeldMessages } from "./held.js";
 import type { Metrics } from "./metrics.js";
 import type { BufferEntry, RoundBuffer } from "./rounds.js";
 import type { VersionedState } from "./state.js";
+import type { GuardVerdict } from "./guard.js";
 
 export interface Buffered extends BufferEntry {
   rollout: RolloutCompleted;
@@ -52,6 +53,8 @@ export interface LoopContext {
   };
   /** writer: round runner */
   health: Health;
+  /** the live-outcome guard's last verdict on the serving lineage (writers: daemon at start, round runner) */
+  guard: GuardVerdict | null;
   phase: Phase;
   stopping: boolean;
 }

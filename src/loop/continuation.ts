@@ -70,7 +70,9 @@ export async function storeContinuation(store: ObjectStore, next: StateRecord, p
     : await storeFolder(store, next.adapter.path, adapterObjectPrefix(next.policy, next.adapter.round));
   const referenceObjects = prev.reference.objects
     ?? await storeFolder(store, next.reference.path, referenceObjectPrefix(next.policy), REFERENCE_FILES);
-  return { ...next, adapter: { ...next.adapter, objects: adapterObjects }, reference: { ...next.reference, objects: referenceObjects } };
+  // the lineage entry of the adapter names the same objects: a rollback to it continues them (rollback.ts)
+  const lineage = next.lineage.map((e) => (e.round === next.adapter.round ? { ...e, objects: adapterObjects } : e));
+  return { ...next, adapter: { ...next.adapter, objects: adapterObjects }, reference: { ...next.reference, objects: referenceObjects }, lineage };
 }
 
 /** The committed manifest, beside the round's adapter objects (written before the commit, as it will read after it). */
@@ -83,12 +85,17 @@ export async function fetchManifest(store: ObjectStore, policy: string, round: n
   return data === null ? null : parseManifest(decodeWithNonFinite(new TextDecoder().decode(data)));
 }
 
-/** After a commit that moved to a new adapter: the previous adapter's optimizer state is no longer continued. */
-export async function dropOptimizer(store: ObjectStore, previous: StateRecord["adapter"], next: StateRecord["adapter"], log: Logger): Promise<void> {
-  if (!previous.objects || previous.objects.prefix === next.objects?.prefix) return;
-  for (const name of OPTIMIZER_FILES) {
-    if (!previous.objects.files.some((f) => f.name === name)) continue;
-    await store.delete(`${previous.objects.prefix}/${name}`).catch((err: unknown) => log.warn({ err, object: `${previous.objects?.prefix}/${name}` }, "old optimizer state not deleted from the object store"));
+/** After a commit: the optimizer state of an adapter that neither the record nor its kept lineage (the adapters a
+ *  rollback can go back to, issue 23) continues any more is deleted. */
+export async function dropOptimizer(store: ObjectStore, previous: StateRecord, next: StateRecord, log: Logger): Promise<void> {
+  const keep = new Set([next.adapter.objects?.prefix, ...next.lineage.map((e) => e.objects?.prefix)]);
+  const dropped = [previous.adapter.objects, ...previous.lineage.map((e) => e.objects)]
+    .filter((o): o is StoredFolder => o !== undefined && !keep.has(o.prefix));
+  for (const objects of new Map(dropped.map((o) => [o.prefix, o])).values()) {
+    for (const name of OPTIMIZER_FILES) {
+      if (!objects.files.some((f) => f.name === name)) continue;
+      await store.delete(`${objects.prefix}/${name}`).catch((err: unknown) => log.warn({ err, object: `${objects.prefix}/${name}` }, "old optimizer state not deleted from the object store"));
+    }
   }
 }
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { Service } from "@nats-io/services";
 import type { Logger } from "pino";
-import type { RoundSummary, StatsEvent } from "../contract/index.js";
+import type { AdapterRolledBack, RoundSummary, StatsEvent } from "../contract/index.js";
 import { sha256File } from "../files.js";
 import { logger, setLogLevel } from "../log.js";
 import { checkAdapterDir } from "../train/job-inputs.js";
@@ -41,7 +41,9 @@ import { RoundBuffer } from "./rounds.js";
 import { RoundRunner } from "./round-runner.js";
 import { startService } from "./service.js";
 import { StateStore, type StateRecord, type VersionedState } from "./state.js";
-import { statsEvent, StatsTicker } from "./stats.js";
+import { outcomeSummaries, statsEvent, StatsTicker } from "./stats.js";
+import { verdictOf } from "./guard.js";
+import { isRollbackRefused } from "./rollback.js";
 import { readTrainerOutput, type RoundTrainer } from "./trainer.js";
 import { validateContext } from "./validate.js";
 import { lockWorkDir, type WorkDirLock } from "./work-dir-lock.js";
@@ -79,6 +81,8 @@ export class Daemon {
   #triggerTimer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
   #trainingRound: number | null = null;
+  /** operators' rollbacks waiting for the next safe point between rounds */
+  #rollbacks: RollbackRequest[] = [];
   #nextRound = 1;
   /** judgements in flight; `#idle` resolves when the count drops to zero */
   #inflight = 0;
@@ -326,6 +330,7 @@ export class Daemon {
       ackFloor: state.record.ack_floor,
       tally: { acceptedRows: 0, rejected: 0, last: null, gpuMemory: null },
       health: { status: "ok", cause: null, since: null },
+      guard: verdictOf(state.record, this.config.guard),
       phase: "starting",
       stopping: false,
     };
@@ -333,7 +338,9 @@ export class Daemon {
 
   async #startObservability(ctx: LoopContext) {
     ctx.metrics.committedRound.set(ctx.state.record.round);
-    this.#service = await startService(ctx.nats.nc, ctx.policy, { snapshot: () => this.snapshot(), rounds: (n) => this.rounds(n) }, logger("service"));
+    this.#service = await startService(ctx.nats.nc, ctx.policy, {
+      snapshot: () => this.snapshot(), rounds: (n) => this.rounds(n), rollback: (to, reason) => this.rollback(to, reason),
+    }, logger("service"));
     const { metricsPort, metricsHost, ui } = this.config.observe;
     if (metricsPort !== null) {
       const mounted = ui.enabled ? await this.#mountUi(ctx) : null;
@@ -353,15 +360,35 @@ export class Daemon {
     const ctx = this.#ctx as LoopContext;
     const runner = this.#runner as RoundRunner;
     const record = ctx.state.record;
+    // a round committed as published is announced unless a rollback moved the record since (issue 23: a rollback
+    // happens only after its round's publish); a rollback the record names is announced unless it was
+    const unfinished = async () => {
+      if (record.outcome === "published" && record.adapter.round === record.round) await this.#republish(record);
+      if (record.rollback) await runner.announce(record);
+    };
     if (pending) {
       for (const e of [...pending.events, ...pending.poisoned]) ctx.reserved.set(e.seq, e.id);
       this.#startJob(pending.round, async () => {
-        if (record.outcome === "published") await this.#republish(record);
+        await unfinished();
         await runner.run(pending);
       });
-    } else if (record.outcome === "published") {
-      this.#startJob(null, () => this.#republish(record));
+    } else if ((record.outcome === "published" && record.adapter.round === record.round) || record.rollback) {
+      this.#startJob(null, unfinished);
     }
+  }
+
+  /**
+   * An operator's rollback (the service's `rollback` endpoint, issue 23): done at the next safe point between rounds
+   * — now when no round is in hand, else right after it — and answered with its announcement. A request the daemon
+   * cannot carry out (unknown round, nothing kept to continue it) is refused and moves nothing.
+   */
+  rollback(toRound: number, reason: string): Promise<AdapterRolledBack> {
+    const ctx = this.#ctx;
+    if (!ctx || ctx.stopping) return Promise.reject(new Error("the daemon is not running (starting or stopping): ask again"));
+    return new Promise((resolve, reject) => {
+      this.#rollbacks.push({ toRound, reason, resolve, reject });
+      this.#maybeClose();
+    });
   }
 
   async #republish(record: StateRecord) {
@@ -408,12 +435,23 @@ export class Daemon {
   #maybeClose() {
     const ctx = this.#ctx;
     if (!ctx || ctx.stopping || this.#running) return;
+    const rollback = this.#rollbacks.shift();
+    if (rollback) return this.#startJob(null, () => this.#runRollback(rollback));
     const trigger = ctx.buffer.trigger(Date.now(), this.config.round);
     if (!trigger) return;
     const entries = ctx.buffer.take(trigger, this.config.round);
     const round = this.#nextRound++;
     for (const e of entries) ctx.reserved.set(e.seq, e.id);
     this.#startJob(round, () => (this.#runner as RoundRunner).runClosed(round, entries, trigger));
+  }
+
+  async #runRollback(req: RollbackRequest): Promise<void> {
+    try {
+      req.resolve(await (this.#runner as RoundRunner).rollBack(req.toRound, req.reason));
+    } catch (err) {
+      req.reject(err as Error);
+      if (!isRollbackRefused(err)) throw err; // a failed commit is the daemon's failure, as a round's is
+    }
   }
 
   #startJob(round: number | null, job: () => Promise<void>) {
@@ -465,12 +503,14 @@ export class Daemon {
   async rounds(limit: number): Promise<RoundSummary[]> {
     const numbers = (await roundNumbers(this.config.workDir, this.config.policy.name)).slice(-limit).reverse();
     const out: RoundSummary[] = [];
+    const outcomes = new Map(this.#ctx ? outcomeSummaries(this.#ctx).map((o) => [o.round, o]) : []);
     for (const round of numbers) {
       const manifest = await readManifest(roundDir(this.config.workDir, this.config.policy.name, round)).catch(() => null);
       if (!manifest) continue;
       out.push({
         round, status: manifest.outcome ? `${manifest.status}:${manifest.outcome}` : manifest.status,
         rows: manifest.rows, rollouts: manifest.events.length, sha256: manifest.train_sha256, stats: manifest.stats ?? null,
+        outcomes: outcomes.get(round) ?? null,
       });
     }
     return out;
@@ -497,6 +537,13 @@ export class Daemon {
       roundRows: this.config.round.rows, statsIntervalS: this.config.observe.statsIntervalS,
     });
   }
+}
+
+interface RollbackRequest {
+  toRound: number;
+  reason: string;
+  resolve: (event: AdapterRolledBack) => void;
+  reject: (err: Error) => void;
 }
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {

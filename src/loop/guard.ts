@@ -96,6 +96,12 @@ export function judgeLineage({ outcomes, serving, parentOf, config }: GuardInput
   return { status: "regressed", candidate, target: best.baseline.round, evidence: best };
 }
 
+/** The verdict on a committed record's serving lineage (what the stats report between commits). */
+export function verdictOf(record: { outcomes: LiveOutcomes; adapter: { round: number }; lineage: ReadonlyArray<{ round: number; parent: number | null }> }, config: GuardConfig): GuardVerdict {
+  const parents = new Map(record.lineage.map((e) => [e.round, e.parent]));
+  return judgeLineage({ outcomes: record.outcomes, serving: record.adapter.round, parentOf: (r) => parents.get(r) ?? null, config });
+}
+
 /** An adapter's outcome as the stats event, the `rounds` answer and watch show it. */
 export function outcomeSummary(a: AdapterOutcome, config: Pick<GuardConfig, "alpha" | "baselines" | "pairByGroup">, range: LiveOutcomes["range"]) {
   const levels = guardLevels(config);

@@ -33,6 +33,13 @@ export class Metrics {
     rows: new Gauge({ name: "rlloop_last_round_rows", help: "rows the last round trained", registers: this.#reg }),
     train_s: new Gauge({ name: "rlloop_last_round_train_seconds", help: "the last round's training time, seconds", registers: this.#reg }),
   } as const;
+  // issue 23: live outcomes of the adapters served lately, and the guard's rollbacks
+  readonly rollbacks = new Counter({ name: "rlloop_rollbacks_total", help: "rollbacks announced, by trigger (guard, manual)", labelNames: ["trigger"], registers: this.#reg });
+  readonly adapterRollouts = new Gauge({ name: "rlloop_adapter_rollouts", help: "committed rollouts served by each recent adapter", labelNames: ["adapter"], registers: this.#reg });
+  readonly adapterReward = new Gauge({ name: "rlloop_adapter_reward_mean", help: "mean episode reward of the committed rollouts each recent adapter served", labelNames: ["adapter"], registers: this.#reg });
+  readonly adapterRewardSd = new Gauge({ name: "rlloop_adapter_reward_sd", help: "their standard deviation", labelNames: ["adapter"], registers: this.#reg });
+  readonly adapterSuccess = new Gauge({ name: "rlloop_adapter_success_rate", help: "fraction with reward >= guard.successThreshold", labelNames: ["adapter"], registers: this.#reg });
+  readonly guardRegressed = new Gauge({ name: "rlloop_guard_regressed", help: "1 while the live-outcome guard finds the serving lineage worse than an ancestor (rolled back when guard.enabled)", registers: this.#reg });
   readonly roundLatency = new Histogram({
     name: "rlloop_round_latency_seconds", help: "a round's last rollout in → its adapter announced, seconds", buckets: DURATION_BUCKETS, registers: this.#reg,
   });
@@ -48,12 +55,27 @@ export class Metrics {
     for (const reason of codesOf(RejectReason)) this.rejected.inc({ reason }, 0);
     for (const outcome of codesOf(RoundOutcome)) this.rounds.inc({ outcome }, 0);
     for (const step of ["assemble", "train", "publish"]) this.stepSeconds.zero({ step });
+    for (const trigger of ["guard", "manual"]) this.rollbacks.inc({ trigger }, 0);
+    this.guardRegressed.set(0);
     this.setPhase("starting");
     this.degraded.set(0);
   }
 
   setPhase(current: Phase): void {
     for (const p of codesOf(Phase)) this.phase.set({ phase: p }, p === current ? 1 : 0);
+  }
+
+  /** The gauges of the adapters whose outcomes the stats report (label `adapter` = its round); others removed. */
+  setOutcomes(outcomes: ReadonlyArray<{ round: number; count: number; mean: number | null; sd: number | null; success_rate: number | null }>, regressed: boolean): void {
+    for (const g of [this.adapterRollouts, this.adapterReward, this.adapterRewardSd, this.adapterSuccess]) g.reset();
+    for (const o of outcomes) {
+      const labels = { adapter: String(o.round) };
+      this.adapterRollouts.set(labels, o.count);
+      if (o.mean !== null) this.adapterReward.set(labels, o.mean);
+      if (o.sd !== null) this.adapterRewardSd.set(labels, o.sd);
+      if (o.success_rate !== null) this.adapterSuccess.set(labels, o.success_rate);
+    }
+    this.guardRegressed.set(regressed ? 1 : 0);
   }
 
   setLastStats(stats: PpoStats): void {

@@ -14,6 +14,8 @@ export interface PublishRequest {
   round: number;
   adapterDir: string;
   stats: PpoStats;
+  /** the adapter it continues, when known */
+  parent?: number;
 }
 
 export type PublishResult = { published: true; event: AdapterPublished } | { published: false; lastRound: number };
@@ -53,6 +55,7 @@ export async function publishAdapter(
     sha256: files.find((f) => f.name === "adapter_model.safetensors")?.sha256 ?? "",
     files,
     stats: req.stats,
+    ...(req.parent === undefined ? {} : { parent: req.parent }),
     at: new Date().toISOString(),
   };
   try {

@@ -27,6 +27,10 @@ import { publishAdapter } from "./publish.js";
 import { retrying } from "./retry.js";
 import { attemptOutDir, roundJob } from "./round-job.js";
 import { withRecentAdapter, type StateRecord, type StateStore } from "./state.js";
+import { betAlphas, judgeLineage, verdictOf } from "./guard.js";
+import { foldOutcomes } from "./live-outcomes.js";
+import { announceRollback, isRollbackRefused, keptLineage, parentOf, rolledBack, targetFolder, type RollbackInfo } from "./rollback.js";
+import type { AdapterRolledBack, LineageEntry } from "../contract/index.js";
 import { pausePoint } from "./test-hooks.js";
 import type { RoundTrainer } from "./trainer.js";
 
@@ -53,6 +57,8 @@ interface Trained {
 
 interface Verdict {
   outcome: RoundOutcome;
+  /** the live-outcome guard's rollback decided in this round's commit (issue 23), with its target on this disk */
+  rollback?: { info: RollbackInfo; target: LineageEntry };
   reason: string | null;
   stats: PpoStats | null;
   /** the trained adapter's folder, when one exists */
@@ -101,7 +107,9 @@ export class RoundRunner {
     const dir = roundDir(ctx.config.workDir, ctx.policy, manifest.round);
     const trained = await this.#trainUntilDone(manifest, dir);
     await pausePoint("training", manifest.round, ctx.log);
-    const verdict = this.#judge(trained);
+    // the round's rollouts count for the adapters that served them in the record this commit writes (exactly once)
+    const outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
+    const verdict = await this.#guarded(this.#judge(trained), outcomes, manifest.round);
     const adapter = await this.#placeAdapter(verdict, dir);
     await this.#recordRejections(trained.manifest);
     setPhase(ctx, "committing");
@@ -110,7 +118,7 @@ export class RoundRunner {
     const committed = committedManifest(trained.manifest, verdict);
     // what the next round continues from goes to the object store before the commit (continuation.ts)
     const next = await retrying(async () => {
-      const record = await storeContinuation(this.deps.adapters, await this.#nextState(trained.manifest, verdict, adapter), prev);
+      const record = await storeContinuation(this.deps.adapters, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
       await storeManifest(this.deps.adapters, committed);
       return record;
     }, { what: `objects of round ${manifest.round}`, log: ctx.log, stopped: () => ctx.stopping });
@@ -120,12 +128,82 @@ export class RoundRunner {
       return this.deps.states.commit(next, ctx.state.revision);
     }, { what: `commit of round ${manifest.round}`, log: ctx.log, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
+    ctx.guard = verdictOf(next, ctx.config.guard);
     await pausePoint("committed", manifest.round, ctx.log);
     await this.#afterCommit(committed, verdict, revision, dir);
-    await dropOptimizer(this.deps.adapters, prev.adapter, next.adapter, ctx.log);
+    await dropOptimizer(this.deps.adapters, prev, next, ctx.log);
     this.#known.clear();
-    if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
+    if (verdict.rollback) await this.announce(next);
+    else if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
     this.#lastArrival = null;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // the live-outcome guard (issue 23)
+
+  /** The state's live outcomes with these committed rollouts folded in. */
+  #outcomesWith(items: RoundRollout[]): StateRecord["outcomes"] {
+    const { config, state } = this.ctx;
+    const bets = betAlphas(config.guard);
+    return foldOutcomes(state.record.outcomes, items.map((i) => ({ adapter: i.rollout.adapter.round, reward: i.rollout.reward, group: i.rollout.group })), {
+      range: config.guard.rewardRange, successThreshold: config.guard.successThreshold, pairByGroup: config.guard.pairByGroup,
+      maxGroups: config.guard.maxGroups, baselines: config.guard.baselines, betAlpha: bets.single, pairBetAlpha: bets.pair,
+      parentOf: parentOf(state.record),
+    });
+  }
+
+  /** The guard's verdict on the serving lineage once this round's rollouts count; a regression found while the guard
+   *  is enabled rolls back in this commit: the round's own adapter (a child of the regressed lineage) is not published. */
+  async #guarded(verdict: Verdict, outcomes: StateRecord["outcomes"], round: number): Promise<Verdict> {
+    const { ctx } = this;
+    const record = ctx.state.record;
+    const judged = judgeLineage({ outcomes, serving: record.adapter.round, parentOf: parentOf(record), config: ctx.config.guard });
+    ctx.guard = judged;
+    if (judged.status !== "regressed" || !ctx.config.guard.enabled) return verdict;
+    const target = await retrying(() => targetFolder(this.deps.adapters, record, judged.target, ctx.config.workDir, ctx.log).catch((err: unknown) => {
+      if (isRollbackRefused(err)) return null;
+      throw err;
+    }), { what: `rollback target of round ${round}`, log: ctx.log, stopped: () => ctx.stopping });
+    if (target === null) {
+      ctx.log.error({ round, verdict: judged }, "the guard found a regression but the better adapter is not kept: no rollback");
+      return verdict;
+    }
+    const e = judged.evidence;
+    const reason = `live-outcome guard: r${judged.candidate} (mean ${e.candidate.mean.toFixed(4)} over ${e.candidate.count} rollouts) is worse than r${judged.target} (mean ${e.baseline.mean.toFixed(4)} over ${e.baseline.count}) by more than guard.minEffect ${e.min_effect} (${e.test} test, upper bound of the difference ${e.difference_upper.toFixed(4)}, guard.alpha ${e.alpha})`;
+    ctx.log.warn({ round, candidate: judged.candidate, target: judged.target, evidence: e }, "regression on the robots: rolling back");
+    const rollback = { info: { trigger: "guard" as const, regressed: judged.candidate, reason, evidence: e }, target };
+    return verdict.outcome === "published" ? { ...verdict, outcome: "rejected", reason: `not published: ${reason}`, rollback } : { ...verdict, rollback };
+  }
+
+  /** An operator's rollback (daemon.ts runs it between rounds): one compare-and-set, then the announcement. */
+  async rollBack(to: number, reason: string): Promise<AdapterRolledBack> {
+    const { ctx } = this;
+    setPhase(ctx, "committing");
+    const prev = ctx.state.record;
+    const target = await targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log);
+    const next = await retrying(async () => storeContinuation(this.deps.adapters, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }), prev),
+      { what: `objects of the rollback to round ${to}`, log: ctx.log, stopped: () => ctx.stopping, fatal: isRollbackRefused });
+    const revision = await retrying(async () => {
+      await this.deps.lease?.assertHeld();
+      return this.deps.states.commit(next, ctx.state.revision);
+    }, { what: `commit of the rollback to round ${to}`, log: ctx.log, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
+    ctx.state = { record: next, revision };
+    ctx.guard = verdictOf(next, ctx.config.guard);
+    ctx.log.warn({ from: prev.adapter.round, to, reason }, "rolled back by hand");
+    await dropOptimizer(this.deps.adapters, prev, next, ctx.log);
+    return this.announce(next);
+  }
+
+  /** Idempotent: announces the record's rollback unless the subject already holds it. */
+  async announce(record: StateRecord): Promise<AdapterRolledBack> {
+    const { ctx } = this;
+    setPhase(ctx, "publishing");
+    const result = await retrying(() => announceRollback(ctx.nats, record), { what: `rollback announcement ${record.rollback?.seq}`, log: ctx.log, stopped: () => ctx.stopping });
+    if (result.announced) {
+      ctx.metrics.rollbacks.inc({ trigger: result.event.trigger });
+      ctx.log.info({ to: result.event.round, from: result.event.from.round, seq: result.event.seq }, "rollback announced");
+    }
+    return result.event;
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -323,11 +401,13 @@ export class RoundRunner {
     }
   }
 
-  async #nextState(manifest: Manifest, verdict: Verdict, adapter: { path: string; sha256: string } | null): Promise<StateRecord> {
+  async #nextState(manifest: Manifest, verdict: Verdict, adapter: { path: string; sha256: string } | null, outcomes: StateRecord["outcomes"]): Promise<StateRecord> {
     const prev = this.ctx.state.record;
     const floor = await this.deps.ackFloor();
     const seqs = [...manifest.events, ...manifest.poisoned].map((e) => e.seq);
-    return {
+    const adapterRound = adapter ? manifest.round : prev.adapter.round;
+    const lineage = adapter ? [...prev.lineage.filter((e) => e.round !== manifest.round), { round: manifest.round, parent: prev.adapter.round, path: adapter.path, sha256: adapter.sha256 }] : prev.lineage;
+    const next: StateRecord = {
       ...prev,
       round: manifest.round,
       outcome: verdict.outcome,
@@ -335,8 +415,13 @@ export class RoundRunner {
       recent_adapters: adapter ? withRecentAdapter(prev, manifest.round, adapter.sha256) : prev.recent_adapters,
       last_seq: Math.max(prev.last_seq, ...seqs),
       ack_floor: Math.max(prev.ack_floor, floor ?? 0),
+      outcomes,
+      lineage: keptLineage(lineage, adapterRound, this.ctx.config.guard.baselines + 2),
       at: new Date().toISOString(),
     };
+    if (!verdict.rollback) return next;
+    const rolled = rolledBack(next, verdict.rollback.target, verdict.rollback.info);
+    return { ...rolled, lineage: keptLineage(rolled.lineage, rolled.adapter.round, this.ctx.config.guard.baselines + 2) };
   }
 
   async #afterCommit(manifest: Manifest, verdict: Verdict, revision: number, dir: string): Promise<void> {
@@ -367,7 +452,8 @@ export class RoundRunner {
     const { ctx } = this;
     setPhase(ctx, "publishing");
     const started = performance.now();
-    const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats }, {
+    const parent = ctx.state.record.lineage.find((e) => e.round === round)?.parent ?? undefined;
+    const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats, ...(parent == null ? {} : { parent }) }, {
       afterPut: () => pausePoint("publishing", round, ctx.log),
     }), { what: `publish of round ${round}`, log: ctx.log, stopped: () => ctx.stopping }).catch((err: unknown) => {
       if (!ctx.stopping) throw err;

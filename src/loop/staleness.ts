@@ -1,21 +1,35 @@
-// Which adapter served a rollout, judged against the committed state (DESIGN.md data flow step 2): newer than the
-// latest published adapter is unknown, older than offPolicy.maxStaleness rounds is stale, and a given sha256 must
-// match the one the loop published for that round.
+// Which adapter served a rollout, judged against the committed state (DESIGN.md data flow step 2). Staleness is
+// counted in the order adapters were announced to be served (the state's recent_adapters: each published adapter,
+// and a rollback's target again, issue 23), not in round numbers: a rollout's staleness is how many adapters were
+// announced after its own was last announced. So after a rollback from r7 to r5, rollouts of r5 are fresh, those of
+// r7 (served until the rollback: nothing is wrong with them) are 1 behind — usable off-policy data for the r5
+// lineage, as any rollout of the adapter served before — and a round the loop never announced is unknown.
+// A given sha256 must match the one the loop published for that round.
 import { RolloutRejectedError } from "./errors.js";
 import type { RolloutCompleted } from "../contract/index.js";
 import type { StateRecord } from "./state.js";
 
 export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateRecord, maxStaleness: number): void {
-  const latest = state.adapter.round;
-  if (adapter.round > latest) {
-    throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round} but the latest published adapter is round ${latest}`);
+  // records written before the serving order was kept may list nothing: then the served adapter is all there is
+  const served = state.recent_adapters.length > 0 ? state.recent_adapters : [{ round: state.adapter.round, sha256: state.adapter.sha256 }];
+  const newest = Math.max(...served.map((a) => a.round));
+  if (adapter.round > newest) {
+    throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round} but the latest published adapter is round ${newest}`);
   }
-  const staleness = latest - adapter.round;
+  let index = served.length - 1;
+  while (index >= 0 && served[index]?.round !== adapter.round) index--;
+  if (index < 0) {
+    const oldest = Math.min(...served.map((a) => a.round));
+    if (adapter.round > oldest) throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round}, a round that published no adapter (served recently: ${served.map((a) => a.round).join(", ")})`);
+    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${served.map((a) => a.round).join(", ")}; offPolicy.maxStaleness ${maxStaleness})`);
+  }
+  const staleness = served.length - 1 - index;
   if (staleness > maxStaleness) {
-    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, ${staleness} rounds behind round ${latest} (offPolicy.maxStaleness ${maxStaleness})`);
+    const current = served[served.length - 1]?.round ?? state.adapter.round;
+    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, ${staleness} adapters behind round ${current} (offPolicy.maxStaleness ${maxStaleness})`);
   }
   if (adapter.sha256 === undefined) return;
-  const known = state.recent_adapters.find((a) => a.round === adapter.round)?.sha256 ?? null;
+  const known = served[index]?.sha256 ?? null;
   if (known !== null && known !== adapter.sha256) {
     throw new RolloutRejectedError("adapter_mismatch", `'adapter.sha256' ${adapter.sha256.slice(0, 12)}… differs from round ${adapter.round}'s published ${known.slice(0, 12)}…`);
   }

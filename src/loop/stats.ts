@@ -1,7 +1,11 @@
 // The periodic stats event on rlloop.<policy>.stats (DESIGN.md data flow step 9), built from the live context,
 // and the ticker that publishes it every observe.statsIntervalS and measures the intake rate between ticks.
-import type { StatsEvent } from "../contract/index.js";
+import type { GuardStatus, OutcomeSummary, StatsEvent } from "../contract/index.js";
 import type { LoopContext } from "./context.js";
+import { outcomeSummary } from "./guard.js";
+
+/** Adapters whose live outcomes the stats event carries (the newest). */
+const OUTCOMES_SHOWN = 8;
 
 export interface SnapshotExtra {
   openRound: number;
@@ -28,6 +32,27 @@ export function statsEvent(ctx: LoopContext, extra: SnapshotExtra): StatsEvent {
     last: ctx.tally.last,
     gpu_memory_bytes: ctx.tally.gpuMemory,
     uptime_s: extra.uptimeS,
+    outcomes: outcomeSummaries(ctx).slice(-OUTCOMES_SHOWN),
+    guard: guardStatus(ctx),
+  };
+}
+
+export function outcomeSummaries(ctx: Pick<LoopContext, "state" | "config">): OutcomeSummary[] {
+  const { outcomes } = ctx.state.record;
+  return outcomes.adapters.map((a) => outcomeSummary(a, ctx.config.guard, outcomes.range));
+}
+
+function guardStatus(ctx: LoopContext): GuardStatus {
+  const v = ctx.guard;
+  const rb = ctx.state.record.rollback;
+  return {
+    enabled: ctx.config.guard.enabled,
+    status: v?.status ?? "off",
+    candidate: v && "candidate" in v ? v.candidate : null,
+    target: v?.status === "regressed" ? v.target : null,
+    margin: v?.status === "ok" ? v.margin : null,
+    reason: v?.status === "off" || v?.status === "waiting" ? v.reason : v?.status === "regressed" ? `r${v.candidate} worse than r${v.target} (${v.evidence.test})` : null,
+    last_rollback: rb ? { seq: rb.seq, trigger: rb.trigger, from: rb.from, to: rb.to, round: rb.round, at: rb.at } : null,
   };
 }
 
@@ -47,6 +72,7 @@ export class StatsTicker {
       ctx.metrics.bufferedRows.set(event.buffered_rows);
       ctx.metrics.pendingAcks.set(event.pending_acks);
       ctx.metrics.bufferedRollouts.set(event.buffered_rollouts);
+      ctx.metrics.setOutcomes(event.outcomes ?? [], event.guard?.status === "regressed");
       void onTick().catch(() => {});
     }, ctx.config.observe.statsIntervalS * 1000);
     this.#timer.unref();
