@@ -24,8 +24,11 @@ export function localAdapterDir(root: string, policy: string, round: number): st
   return join(root, policy, `r${round}`);
 }
 
+/** What fetching needs of an announcement (a published adapter, or a rollback's target: issue 23). */
+export type FetchedAnnouncement = Pick<AdapterPublished, "policy" | "round" | "name" | "files" | "sha256">;
+
 /** Local directory holding the verified adapter; fetched unless an identical copy is already there. */
-export async function fetchAdapter(store: ObjectStore, announcement: AdapterPublished, root: string): Promise<string> {
+export async function fetchAdapter(store: ObjectStore, announcement: FetchedAnnouncement, root: string): Promise<string> {
   checkAnnouncement(announcement);
   const dir = localAdapterDir(root, announcement.policy, announcement.round);
   if (await matchesAnnouncement(dir, announcement)) return dir;
@@ -43,7 +46,7 @@ export async function fetchAdapter(store: ObjectStore, announcement: AdapterPubl
   return dir;
 }
 
-function checkAnnouncement(a: AdapterPublished): void {
+function checkAnnouncement(a: FetchedAnnouncement): void {
   for (const file of a.files) {
     if (!SAFE_FILE.test(file.name)) throw new AdapterFetchError(`adapter ${a.name}: unsafe file name ${JSON.stringify(file.name)}`);
   }
@@ -80,7 +83,7 @@ export async function downloadObject(store: ObjectStore, file: { object: string;
   if (size !== file.size) throw new AdapterFetchError(`object ${file.object}: ${size} bytes, announced ${file.size}`);
 }
 
-async function matchesAnnouncement(dir: string, a: AdapterPublished): Promise<boolean> {
+async function matchesAnnouncement(dir: string, a: FetchedAnnouncement): Promise<boolean> {
   for (const file of a.files) {
     const path = join(dir, file.name);
     const info = await stat(path).catch(() => null);

@@ -11,6 +11,11 @@
 // (re)started reloader first brings the replicas to the current adapter and then follows new ones; loading is
 // idempotent (a name a replica already holds counts as loaded). Nothing an announcement or a replica does can
 // stop the loop: failures become load_failed events and log lines.
+//
+// A rollback (issue 23) is an announcement too, on rlloop.<policy>.adapter.rolled_back: an earlier adapter to serve
+// again, by its existing versioned name and its published files. Announcements are ordered by their stream
+// sequence, not by round (a rollback's round is older than the last published), and the versions a replica keeps
+// are the ones served last (replica-sync.ts), so the target is loaded back where it was unloaded and stays.
 import { readdir, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { DeliverPolicy, jetstream, JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from "@nats-io/jetstream";
@@ -18,9 +23,9 @@ import type { NatsConnection } from "@nats-io/nats-core";
 import { Objm } from "@nats-io/obj";
 import pRetry from "p-retry";
 import type { Logger } from "pino";
-import { decodeMessage, ADAPTER_BUCKET, AdapterPublished, EVENT_STREAM, eventSubject, subjects, type ReplicaEvent } from "../../contract/index.js";
+import { decodeMessage, ADAPTER_BUCKET, AdapterPublished, AdapterRolledBack, EVENT_STREAM, eventSubject, subjects, type ReplicaEvent } from "../../contract/index.js";
 import { fetchAdapter, isAdapterFetchError, localAdapterDir } from "./adapter-fetch.js";
-import { syncReplica, type RetryPolicy, type SyncResult } from "./replica-sync.js";
+import { keptRounds, syncReplica, type RetryPolicy, type SyncResult } from "./replica-sync.js";
 import { VllmClient } from "./vllm-client.js";
 
 export interface ReloaderOptions {
@@ -70,7 +75,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
 
   // The daemon creates the event stream; until it has, wait for it rather than fail.
   const consumer = await pRetry(
-    () => js.consumers.get(EVENT_STREAM, { filter_subjects: [subj.adapterPublished], deliver_policy: DeliverPolicy.LastPerSubject }),
+    () => js.consumers.get(EVENT_STREAM, { filter_subjects: [subj.adapterPublished, subj.adapterRolledBack], deliver_policy: DeliverPolicy.LastPerSubject }),
     {
       retries: Number.POSITIVE_INFINITY, minTimeout: 500, maxTimeout: 15_000, signal: aborter.signal,
       shouldRetry: ({ error }) => error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound,
@@ -79,22 +84,29 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   );
   const messages = await consumer.consume();
   let lastRound = 0;
+  let lastRollback = 0;
+  /** the rounds announced to be served, in order (what replicas keep loaded) */
+  const served: number[] = [];
   const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), loaded: 0, done: 0, serving: null, checking: false }));
-  const fetches = new Map<number, Promise<Fetched>>(); // by round, until every lane is past it
+  const fetches = new Map<number, { round: number; fetched: Promise<Fetched> }>(); // by announcement order, until every lane is past it
   const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
     for await (const msg of messages) {
-      const parsed = AdapterPublished.safeParse(decodeMessage(msg.string()));
+      const parsed = parseAnnouncement(msg.subject === subj.adapterRolledBack, decodeMessage(msg.string()), msg.seq);
       if (!parsed.success || parsed.data.policy !== opts.policy) {
         log.warn({ seq: msg.seq, issues: parsed.success ? "policy differs" : parsed.error.issues.slice(0, 3) }, "ignoring a malformed adapter announcement");
         continue;
       }
-      if (parsed.data.round <= lastRound) {
-        log.info({ round: parsed.data.round, lastRound }, "ignoring an announcement not newer than the last handled");
+      const a = parsed.data;
+      if (a.rollback === null ? a.round <= lastRound : a.rollback <= lastRollback) {
+        log.info({ round: a.round, lastRound, rollback: a.rollback }, "ignoring an announcement not newer than the last handled");
         continue;
       }
-      lastRound = parsed.data.round;
-      const handled = handleAnnouncement(parsed.data).then(
+      if (a.rollback === null) lastRound = a.round;
+      else lastRollback = a.rollback;
+      served.push(a.round);
+      if (served.length > 64) served.shift();
+      const handled = handleAnnouncement(a).then(
         (outcome) => {
           try {
             hooks.onOutcome?.(outcome);
@@ -103,7 +115,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
           }
         },
         // every expected failure becomes an event; this is the unexpected rest (a full disk)
-        (err: unknown) => log.error({ err, round: parsed.data.round }, "announcement handling failed; following the next ones"),
+        (err: unknown) => log.error({ err, round: a.round }, "announcement handling failed; following the next ones"),
       );
       inFlight.add(handled);
       void handled.finally(() => inFlight.delete(handled));
@@ -112,8 +124,8 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   })();
 
   /** Queues the announcement on every replica's lane; resolves when every replica has handled it. */
-  async function handleAnnouncement(a: AdapterPublished): Promise<AnnouncementOutcome> {
-    const alog = log.child({ round: a.round, adapter: a.name });
+  async function handleAnnouncement(a: Announcement): Promise<AnnouncementOutcome> {
+    const alog = log.child({ round: a.round, adapter: a.name, ...(a.rollback === null ? {} : { rollback: a.rollback }) });
     const fetched: Promise<Fetched> = fetchWithRetry(a).then(
       (path) => ({ path }),
       (err: unknown) => {
@@ -122,7 +134,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
         return { reason };
       },
     );
-    fetches.set(a.round, fetched);
+    fetches.set(a.order, { round: a.round, fetched });
     const results = clients.map((client, i) => {
       const lane = lanes[i]!;
       const result = lane.tail.then(() => syncOnLane(client, lane, a, fetched, alog));
@@ -132,43 +144,43 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
     return { round: a.round, name: a.name, results: await Promise.all(results) };
   }
 
-  async function syncOnLane(client: VllmClient, lane: Lane, a: AdapterPublished, fetched: Promise<Fetched>, alog: Logger): Promise<SyncResult> {
+  async function syncOnLane(client: VllmClient, lane: Lane, a: Announcement, fetched: Promise<Fetched>, alog: Logger): Promise<SyncResult> {
     const f = await fetched;
     const r = await loadOnReplica(client, a, f);
     if (r.ok) {
-      lane.loaded = a.round;
+      lane.loaded = a.order;
       if ("path" in f) lane.serving = { a, path: f.path };
       alog.info({ replica: r.replica, unloaded: r.unloaded, unloadErrors: r.unloadErrors, alreadyLoaded: r.alreadyLoaded }, "adapter loaded");
     } else {
       alog.error({ replica: r.replica, reason: r.reason }, "adapter load failed");
     }
     // housekeeping first, so an event means the announcement is completely handled on this replica
-    if (opts.pruneLocal && r.ok && lanes.every((l) => l.loaded >= a.round)) await pruneLocalDirs(opts, a.round, alog);
+    if (opts.pruneLocal && r.ok && lanes.every((l) => l.loaded >= a.order)) await pruneLocalDirs(opts, served, alog);
     await publishEvent(js, toEvent(a, r), log);
-    lane.done = a.round;
+    lane.done = a.order;
     const passed = Math.min(...lanes.map((l) => l.done));
-    for (const round of fetches.keys()) if (round <= passed) fetches.delete(round);
+    for (const order of fetches.keys()) if (order <= passed) fetches.delete(order);
     return r;
   }
 
   /** Loads the fetched adapter on one replica, unless it failed to fetch or a newer fetched round supersedes it. */
-  async function loadOnReplica(client: VllmClient, a: AdapterPublished, f: Fetched): Promise<SyncResult> {
+  async function loadOnReplica(client: VllmClient, a: Announcement, f: Fetched): Promise<SyncResult> {
     if ("reason" in f) return { ok: false, replica: client.replica, name: a.name, reason: f.reason };
-    const newer = await supersededBy(a.round);
+    const newer = await supersededBy(a.order);
     if (newer !== null) {
       return { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${newer} before this replica got to it` };
     }
-    return syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal);
+    return syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal, served);
   }
 
-  /** The newest round after `round` whose adapter was fetched (announced later): a replica skips to it; null if none was. */
-  async function supersededBy(round: number): Promise<number | null> {
-    const newer = [...fetches.entries()].filter(([r]) => r > round).sort(([x], [y]) => y - x);
-    for (const [r, f] of newer) if ("path" in (await f)) return r;
+  /** The round of the newest announcement after `order` whose adapter was fetched: a replica skips to it; null if none was. */
+  async function supersededBy(order: number): Promise<number | null> {
+    const newer = [...fetches.entries()].filter(([o]) => o > order).sort(([x], [y]) => y - x);
+    for (const [, f] of newer) if ("path" in (await f.fetched)) return f.round;
     return null;
   }
 
-  async function fetchWithRetry(a: AdapterPublished): Promise<string> {
+  async function fetchWithRetry(a: Announcement): Promise<string> {
     return pRetry(async () => fetchAdapter(await new Objm(js).open(ADAPTER_BUCKET), a, opts.dir), {
       retries: opts.retry.retries, minTimeout: opts.retry.minTimeoutMs, maxTimeout: opts.retry.maxTimeoutMs,
       signal: aborter.signal,
@@ -189,7 +201,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
     if (listed === null || listed.some((m) => m.id === a.name)) return;
     const alog = log.child({ round: a.round, adapter: a.name });
     alog.warn({ replica: client.replica }, "replica no longer lists the adapter (restarted?): loading it again");
-    const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal);
+    const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal, served);
     if (r.ok) alog.info({ replica: r.replica }, "adapter loaded again");
     else alog.error({ replica: r.replica, reason: r.reason }, "adapter could not be loaded again");
     await publishEvent(js, toEvent(a, r), log);
@@ -226,15 +238,30 @@ interface Lane {
   loaded: number;
   done: number;
   /** the newest announcement this replica loaded, and the local copy it read */
-  serving: { a: AdapterPublished; path: string } | null;
+  serving: { a: Announcement; path: string } | null;
   /** a check of this replica is queued on its lane */
   checking: boolean;
+}
+
+/** What to serve: a published adapter, or a rollback's target (its published files), in announcement order. */
+type Announcement = Pick<AdapterPublished, "policy" | "round" | "name" | "files" | "sha256" | "object" | "bucket"> & {
+  /** stream sequence of the announcement: what "newer" means */
+  order: number;
+  /** the rollback's seq; null for a published adapter */
+  rollback: number | null;
+};
+
+function parseAnnouncement(rollback: boolean, value: unknown, order: number): { success: true; data: Announcement } | { success: false; error: { issues: unknown[] } } {
+  const parsed = rollback ? AdapterRolledBack.safeParse(value) : AdapterPublished.safeParse(value);
+  if (!parsed.success) return { success: false, error: { issues: parsed.error.issues } };
+  const d = parsed.data;
+  return { success: true, data: { policy: d.policy, round: d.round, name: d.name, files: d.files, sha256: d.sha256, object: d.object, bucket: d.bucket, order, rollback: "seq" in d ? d.seq : null } };
 }
 
 /** An announcement's adapter on local disk, or why it could not be fetched. */
 type Fetched = { path: string } | { reason: string };
 
-function toEvent(a: AdapterPublished, r: SyncResult): ReplicaEvent {
+function toEvent(a: Announcement, r: SyncResult): ReplicaEvent {
   const at = new Date().toISOString();
   return r.ok
     ? { type: "replica.loaded", policy: a.policy, replica: r.replica, name: r.name, at }
@@ -250,16 +277,15 @@ async function publishEvent(js: JetStreamClient, event: ReplicaEvent, log: Logge
   }
 }
 
-/** Removes `<dir>/<policy>/r<n>` for all but the newest `keep` rounds (by count, as replicas keep versions). */
-async function pruneLocalDirs(opts: ReloaderOptions, round: number, log: Logger): Promise<void> {
+/** Removes `<dir>/<policy>/r<n>` for all but the `keep` rounds replicas keep loaded (served last, replica-sync.ts). */
+async function pruneLocalDirs(opts: ReloaderOptions, served: readonly number[], log: Logger): Promise<void> {
   const entries = await readdir(join(opts.dir, opts.policy)).catch(() => [] as string[]);
   const rounds = entries
     .map((e) => /^r(\d+)$/.exec(e))
     .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => Number(m[1]))
-    .filter((r) => r <= round)
-    .sort((a, b) => b - a);
-  for (const old of rounds.slice(opts.keep)) {
+    .map((m) => Number(m[1]));
+  const kept = new Set(keptRounds(served, rounds, opts.keep));
+  for (const old of rounds.filter((r) => !kept.has(r))) {
     await rm(localAdapterDir(opts.dir, opts.policy, old), { recursive: true, force: true });
     log.debug({ round: old }, "pruned local adapter directory");
   }

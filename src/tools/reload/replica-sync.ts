@@ -25,7 +25,8 @@ export type SyncResult =
   | { ok: true; replica: string; name: string; alreadyLoaded: boolean; unloaded: string[]; unloadErrors: string[] }
   | { ok: false; replica: string; name: string; reason: string };
 
-export async function syncReplica(client: VllmClient, target: AdapterTarget, keep: number, retry: RetryPolicy, signal?: AbortSignal): Promise<SyncResult> {
+/** `served`: the rounds announced to be served, oldest first (a rollback's target again at its end, issue 23). */
+export async function syncReplica(client: VllmClient, target: AdapterTarget, keep: number, retry: RetryPolicy, signal?: AbortSignal, served: readonly number[] = []): Promise<SyncResult> {
   const withRetry = <T>(work: () => Promise<T>) =>
     pRetry(work, {
       retries: retry.retries,
@@ -44,7 +45,7 @@ export async function syncReplica(client: VllmClient, target: AdapterTarget, kee
     if (card.root !== null && card.root !== target.path) {
       return failure(client, target, `${target.name} is served from ${card.root}, not ${target.path}; unload it by hand`);
     }
-    const { unloaded, unloadErrors } = await unloadOlder(client, listed, target, keep, withRetry);
+    const { unloaded, unloadErrors } = await unloadOlder(client, listed, target, keep, served, withRetry);
     return { ok: true, replica: client.replica, name: target.name, alreadyLoaded, unloaded, unloadErrors };
   } catch (err) {
     return failure(client, target, err instanceof Error ? err.message : String(err));
@@ -72,21 +73,30 @@ export function policyVersions(models: ModelCard[], policy: string): Array<{ nam
     .sort((a, b) => b.round - a.round);
 }
 
-/** Versions to unload: all but the newest `keep`, never the target itself. */
-export function versionsToUnload(models: ModelCard[], target: AdapterTarget, keep: number): string[] {
-  return policyVersions(models, target.policy)
-    .slice(keep)
-    .map((v) => v.name)
-    .filter((name) => name !== target.name);
+/** Versions to unload: all but the `keep` served last (then, for what the history does not cover, the newest by
+ *  round), never the target itself. After a rollback the target and the adapter served before it are the last two
+ *  served, whatever their round numbers: in-flight rollouts of the rolled-back adapter still find it loaded. */
+export function versionsToUnload(models: ModelCard[], target: AdapterTarget, keep: number, served: readonly number[] = []): string[] {
+  const versions = policyVersions(models, target.policy);
+  const kept = new Set(keptRounds(served, versions.map((v) => v.round), keep));
+  return versions.filter((v) => !kept.has(v.round)).map((v) => v.name).filter((name) => name !== target.name);
+}
+
+/** The `keep` rounds served last (distinct), filled up with the newest of `present` by round. */
+export function keptRounds(served: readonly number[], present: readonly number[], keep: number): number[] {
+  const kept: number[] = [];
+  for (const round of [...served].reverse()) if (!kept.includes(round) && kept.length < keep) kept.push(round);
+  for (const round of [...present].sort((a, b) => b - a)) if (!kept.includes(round) && kept.length < keep) kept.push(round);
+  return kept;
 }
 
 async function unloadOlder(
-  client: VllmClient, listed: ModelCard[], target: AdapterTarget, keep: number,
+  client: VllmClient, listed: ModelCard[], target: AdapterTarget, keep: number, served: readonly number[],
   withRetry: <T>(work: () => Promise<T>) => Promise<T>,
 ): Promise<{ unloaded: string[]; unloadErrors: string[] }> {
   const unloaded: string[] = [];
   const unloadErrors: string[] = [];
-  for (const name of versionsToUnload(listed, target, keep)) {
+  for (const name of versionsToUnload(listed, target, keep, served)) {
     try {
       await withRetry(() => client.unload(name).catch((err) => {
         if (!isUnknownAdapter(err)) throw err; // already gone: the goal is reached
