@@ -9,6 +9,7 @@
 import type { RolloutCompletedInput } from "../../contract/index.js";
 import { renderFrame, type FrameSize } from "./frame.js";
 import { integer, normal, uniform } from "./random.js";
+import { adapterSkill } from "./regression.js";
 import { scenario, sceneAt, targetCode } from "./scenario.js";
 
 export interface RolloutOptions {
@@ -25,8 +26,11 @@ export interface RolloutOptions {
   frame: FrameSize;
   /** the adapter that "served" the rollouts */
   adapter: { round: number; name: string };
-  /** probability of the right digit at round 0, and its gain per adapter round (capped at 0.95) */
-  skill: { base: number; perRound: number };
+  /** probability of the right digit at round 0, and its gain per adapter round (capped at 0.95); optionally a
+   *  scripted regression or a drift (regression.ts) */
+  skill: { base: number; perRound: number; regressAt?: number | null; regressBy?: number; driftFrom?: number | null; driftPerRound?: number };
+  /** the lineage of the serving adapters (a rollback's branch), by default each round continues the one before */
+  parentOf?: (round: number) => number | null;
   /** include two memory bit strings of this length per step; 0 = no memory */
   memoryBits: number;
   /** prefix of ids and groups, so separate runs with one seed can coexist on a stream */
@@ -45,8 +49,12 @@ export interface SampledStep {
   matches: number;
 }
 
-export function skillAt(opts: Pick<RolloutOptions, "skill">, round: number): number {
-  return Math.min(0.95, Math.max(0, opts.skill.base + opts.skill.perRound * round));
+export function skillAt(opts: Pick<RolloutOptions, "skill" | "parentOf">, round: number): number {
+  const s = opts.skill;
+  return adapterSkill({
+    base: s.base, perRound: s.perRound, regressAt: s.regressAt ?? null, regressBy: s.regressBy ?? 0,
+    driftFrom: s.driftFrom ?? null, driftPerRound: s.driftPerRound ?? 0,
+  }, round, opts.parentOf);
 }
 
 /** Samples a code around the right one; returns it with its exact log-probability under the sampler. */

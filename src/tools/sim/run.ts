@@ -20,6 +20,10 @@ export interface SimulateFlags {
   adapterName?: string;
   skill: number;
   skillPerRound: number;
+  regressAt?: number;
+  regressBy: number;
+  driftFrom?: number;
+  driftPerRound: number;
   memoryBits: number;
   run?: string;
   start: number;
@@ -47,7 +51,10 @@ export async function runSimulate(flags: SimulateFlags, print: (line: string) =>
     levels: flags.levels,
     frame: { width: flags.width, height: flags.height },
     adapter: { round: flags.adapterRound, name: flags.adapterName ?? adapterName(policy, flags.adapterRound) },
-    skill: { base: flags.skill, perRound: flags.skillPerRound },
+    skill: {
+      base: flags.skill, perRound: flags.skillPerRound, regressAt: flags.regressAt ?? null, regressBy: flags.regressBy,
+      driftFrom: flags.driftFrom ?? null, driftPerRound: flags.driftPerRound,
+    },
     memoryBits: flags.memoryBits,
     runTag: flags.run ?? `sim-s${flags.seed}`,
     startMs: Date.now(),
