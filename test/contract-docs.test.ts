@@ -12,7 +12,7 @@ const daemonDoc = readFileSync(join(REPO, "docs", "daemon.md"), "utf8");
 describe("contract - docs", () => {
   it("docs/daemon.md's subject table has every subject of a policy, every event kind and every stream subject", () => {
     const s = subjects("POLICY");
-    const named = [s.rollouts, s.rejected, s.round("<kind>"), s.adapterPublished, s.replica("<kind>"), s.stats, s.status, s.roundsQuery]
+    const named = [s.rollouts, s.rejected, s.round("<kind>"), s.adapterPublished, s.adapterRolledBack, s.replica("<kind>"), s.stats, s.status, s.roundsQuery, s.rollbackRequest]
       .map((subject) => subject.replace("POLICY", "<policy>"));
     for (const subject of named) expect(daemonDoc, subject).toContain(`| \`${subject}\` |`);
     const kinds = (union: { options: ReadonlyArray<{ shape: { type: { value: string } } }> }, prefix: string) =>

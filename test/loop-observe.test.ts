@@ -38,7 +38,7 @@ describe("loop - observability", () => {
     expect(pings.map((p) => p.metadata?.policy)).toEqual([POLICY]);
     const infos = [];
     for await (const i of await client.info(SERVICE_NAME)) infos.push(i);
-    expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual([subjects(POLICY).roundsQuery, subjects(POLICY).status].sort());
+    expect(infos[0]?.endpoints.map((e) => e.subject).sort()).toEqual([subjects(POLICY).roundsQuery, subjects(POLICY).status, subjects(POLICY).rollbackRequest].sort());
     const stats = [];
     for await (const s of await client.stats(SERVICE_NAME)) stats.push(s);
     expect(stats).toHaveLength(1);

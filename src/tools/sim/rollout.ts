@@ -90,24 +90,17 @@ export function rolloutId(opts: Pick<RolloutOptions, "runTag">, index: number, g
 export async function buildRollout(opts: RolloutOptions, index: number, sink: FrameSink): Promise<RolloutCompletedInput> {
   const { id, group } = rolloutId(opts, index, opts.groupSize);
   const sc = scenario(opts.seed, Math.floor(index / opts.groupSize));
-  const key = ["rollout", index];
-  const stepCount = 1 + integer(opts.maxSteps, opts.seed, ...key, "steps");
-  const q = skillAt(opts, opts.adapter.round);
+  const episode = sampleEpisode(opts, index);
   const steps: RolloutCompletedInput["steps"] = [];
-  let rewardSum = 0;
-  for (let t = 0; t < stepCount; t++) {
-    const stepKey = [...key, "step", t];
-    const sampled = sampleCode(targetCode(sc, t, opts.codeLength, opts.levels), q, opts.levels, opts.seed, stepKey);
-    const reward = stepReward(sampled.matches, opts.codeLength, opts.seed, stepKey);
-    rewardSum += reward;
+  for (const [t, sampled] of episode.steps.entries()) {
     const png = await renderFrame(sceneAt(sc, t), opts.frame);
     steps.push({
       image: await frameRef(sink, `${opts.policy}/${group}/${id}-s${t}.png`, png),
       name: sc.target.name,
       code: sampled.code,
       vllm_logp: sampled.vllm_logp,
-      ...(opts.memoryBits > 0 ? { memory: memory(opts, stepKey) } : {}),
-      reward,
+      ...(opts.memoryBits > 0 ? { memory: memory(opts, ["rollout", index, "step", t]) } : {}),
+      reward: sampled.reward,
     });
   }
   return {
@@ -115,10 +108,28 @@ export async function buildRollout(opts: RolloutOptions, index: number, sink: Fr
     policy: opts.policy,
     adapter: { round: opts.adapter.round, name: opts.adapter.name },
     group,
-    reward: rewardSum / stepCount,
+    reward: episode.reward,
     steps,
     created_at: new Date(opts.startMs + index * opts.spacingMs).toISOString(),
   };
+}
+
+/** The decisions and rewards of rollout `index` without its frames (what bench/guard-simulation.ts needs). */
+export function sampleEpisode(opts: Omit<RolloutOptions, "frame" | "memoryBits" | "startMs" | "spacingMs" | "policy">, index: number): { reward: number; steps: Array<SampledStep & { reward: number }> } {
+  const sc = scenario(opts.seed, Math.floor(index / opts.groupSize));
+  const key = ["rollout", index];
+  const stepCount = 1 + integer(opts.maxSteps, opts.seed, ...key, "steps");
+  const q = skillAt(opts, opts.adapter.round);
+  const steps: Array<SampledStep & { reward: number }> = [];
+  let rewardSum = 0;
+  for (let t = 0; t < stepCount; t++) {
+    const stepKey = [...key, "step", t];
+    const sampled = sampleCode(targetCode(sc, t, opts.codeLength, opts.levels), q, opts.levels, opts.seed, stepKey);
+    const reward = stepReward(sampled.matches, opts.codeLength, opts.seed, stepKey);
+    rewardSum += reward;
+    steps.push({ ...sampled, reward });
+  }
+  return { reward: rewardSum / stepCount, steps };
 }
 
 /** Fraction of right digits plus a little noise (a real environment is never exact), rounded for readability. */

@@ -40,7 +40,19 @@ function statusLines(state: WatchState, view: ViewOptions): string[] {
     `buffered  ${s.buffered_rows} rows in ${s.buffered_rollouts} rollouts · intake ${s.rows_per_s.toFixed(1)} rows/s · pending acks ${s.pending_acks} · rejected ${s.rejected}`,
     `last      ${last}`,
     `gpu       ${s.gpu_memory_bytes === null ? "–" : `${(s.gpu_memory_bytes / 2 ** 30).toFixed(1)} GiB`} · uptime ${duration(s.uptime_s)} · stats ${ageS} s ago${stale}`,
+    ...outcomeLines(s),
   ];
+}
+
+/** Live outcomes of the newest adapters and the guard's verdict (issue 23), when the daemon reports them. */
+function outcomeLines(s: NonNullable<WatchState["stats"]>): string[] {
+  const shown = (s.outcomes ?? []).slice(-4).reverse();
+  const lines = shown.length === 0 ? [] : [`robots    ${shown.map((o) => `r${o.round} ${o.count} × ${o.mean === null ? "–" : o.mean.toFixed(3)}${o.sd === null ? "" : ` ± ${o.sd.toFixed(3)}`}${o.success_rate === null ? "" : ` (${(100 * o.success_rate).toFixed(0)}% ok)`}`).join(" · ")}`];
+  const g = s.guard;
+  if (!g || g.status === "off") return lines;
+  const verdict = g.status === "regressed" ? `REGRESSED r${g.candidate} worse than r${g.target}` : g.status === "ok" ? `ok r${g.candidate}${g.margin === null ? "" : `, margin ${g.margin.toFixed(3)}`}` : `waiting — ${g.reason ?? ""}`;
+  const last = g.last_rollback ? ` · last rollback #${g.last_rollback.seq} r${g.last_rollback.from} → r${g.last_rollback.to} (${g.last_rollback.trigger}, round ${g.last_rollback.round})` : "";
+  return [...lines, `guard     ${g.enabled ? "" : "(report only) "}${verdict}${last}`];
 }
 
 const COLUMNS = [
