@@ -56,6 +56,9 @@ describe("ops - metrics and probes of a running daemon", () => {
       rlloop_last_round_clip_fraction: "gauge", rlloop_last_round_logp_gap: "gauge", rlloop_last_round_logp_gap_abs: "gauge",
       rlloop_last_round_rows: "gauge", rlloop_last_round_train_seconds: "gauge", rlloop_round_latency_seconds: "histogram",
       rlloop_train_seconds: "histogram", rlloop_round_step_seconds: "histogram",
+      // issue 23: live outcomes per adapter and the guard
+      rlloop_rollbacks_total: "counter", rlloop_adapter_rollouts: "gauge", rlloop_adapter_reward_mean: "gauge", rlloop_adapter_reward_sd: "gauge",
+      rlloop_adapter_success_rate: "gauge", rlloop_guard_regressed: "gauge",
     };
     for (const [name, type] of Object.entries(expected)) expect(names.get(name), name).toBe(type);
     expect([...names.keys()].filter((n) => n.startsWith("rlloop_")).sort()).toEqual(Object.keys(expected).sort());
