@@ -135,8 +135,10 @@ describe("loop - the live-outcome guard rolls back an adapter that does worse on
     const round4 = await committed(4);
     expect(round4.parent.round).toBe(target);
     expect(round4.outcome).toBe("published");
-    const published = await eventsOn<{ round: number; parent?: number }>(env.jsm, subj.adapterPublished);
-    expect(published.at(-1)).toMatchObject({ round: 4, parent: target });
+    // the announcement follows the commit: wait for it rather than read the stream right after the manifest
+    const announced = await waitFor("round 4's announcement", async () =>
+      (await eventsOn<{ round: number; parent?: number }>(env.jsm, subj.adapterPublished)).find((e) => e.round === 4));
+    expect(announced).toMatchObject({ round: 4, parent: target });
     await serving(`${POLICY}-r4`);
   });
 
