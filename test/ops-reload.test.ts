@@ -161,7 +161,7 @@ describe("reload - two vLLM replicas, one failing", () => {
     const found = await eventsFor("bt-r4", 2);
     for (const e of found) {
       expect(e.type).toBe("replica.load_failed");
-      expect(e.type === "replica.load_failed" && e.reason).toMatch(/sha256 [0-9a-f]{64} differs from the announced 0{64}/);
+      expect(e.type === "replica.load_failed" && e.reason).toMatch(/sha256 [0-9a-f]{64} differs from the recorded 0{64}/);
     }
     expect(healthy.loaded().map((l) => l.name)).toEqual(["bt-r2", "bt-r3"]);
   });
@@ -232,7 +232,7 @@ describe("reload - two vLLM replicas, one failing", () => {
     // round 11 cannot be loaded anywhere, so round 10 is not superseded: the replica loads it
     expect(await eventOf(failing, "bt-r10")).toMatchObject({ type: "replica.loaded" });
     const r11 = await eventOf(failing, "bt-r11");
-    expect(r11.type === "replica.load_failed" && r11.reason).toMatch(/differs from the announced 0{64}/);
+    expect(r11.type === "replica.load_failed" && r11.reason).toMatch(/differs from the recorded 0{64}/);
     await reloader.stop();
   });
 

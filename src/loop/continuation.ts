@@ -17,7 +17,7 @@ import { ADAPTER_BUCKET, adapterObjectPrefix, decodeWithNonFinite, encodeWithNon
 import { sha256File } from "../files.js";
 import { readManifest, writeManifest, type Manifest } from "./manifest.js";
 import { policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
-import { downloadObject } from "../tools/reload/adapter-fetch.js";
+import { downloadObject } from "./object-download.js";
 import type { StateRecord } from "./state.js";
 
 /** Files of an adapter folder a round continues from, those present: the PEFT adapter, rlloop's optimizer state and

@@ -2,11 +2,11 @@
 // `<root>/<policy>/r<round>/{adapter_config.json, adapter_model.safetensors, ...}`. Every file is streamed into a
 // temporary directory while hashed, checked against the announcement's sha256 and size, and the directory is
 // renamed into place only when all match: vLLM never sees a torn or foreign adapter.
-import { createHash } from "node:crypto";
-import { mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { mkdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
 import { sha256File } from "../../files.js";
+import { downloadObject, ObjectIntegrityError } from "../../loop/object-download.js";
 import type { AdapterPublished } from "../../contract/index.js";
 
 /** The adapter cannot be used as announced (a missing object, a hash that differs, an unsafe file name). */
@@ -14,7 +14,8 @@ export class AdapterFetchError extends Error {
   override name = "AdapterFetchError";
 }
 
-export const isAdapterFetchError = (err: unknown): err is AdapterFetchError => err instanceof AdapterFetchError;
+/** Not worth retrying: the announcement is unusable, or an object is missing or differs from it. */
+export const isAdapterFetchError = (err: unknown): boolean => err instanceof AdapterFetchError || err instanceof ObjectIntegrityError;
 
 const REQUIRED_FILES = ["adapter_config.json", "adapter_model.safetensors"] as const;
 /** One path segment, no dot-dot: file names come from the announcement and are not trusted. */
@@ -57,30 +58,6 @@ function checkAnnouncement(a: FetchedAnnouncement): void {
   if (weights && weights.sha256 !== a.sha256) {
     throw new AdapterFetchError(`adapter ${a.name}: announced sha256 ${a.sha256} differs from adapter_model.safetensors' ${weights.sha256}`);
   }
-}
-
-/** Streams one object to `target` while hashing it; a digest or size other than `file`'s is an AdapterFetchError. */
-export async function downloadObject(store: ObjectStore, file: { object: string; sha256: string; size: number }, target: string): Promise<void> {
-  const result = await store.get(file.object);
-  if (result === null) throw new AdapterFetchError(`object ${file.object} not found in bucket`);
-  const hash = createHash("sha256");
-  const handle = await open(target, "w");
-  let size = 0;
-  try {
-    for await (const chunk of result.data) {
-      hash.update(chunk);
-      size += chunk.byteLength;
-      await handle.write(chunk);
-    }
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  const storeError = await result.error;
-  if (storeError) throw new AdapterFetchError(`object ${file.object}: ${storeError.message}`, { cause: storeError });
-  const digest = hash.digest("hex");
-  if (digest !== file.sha256) throw new AdapterFetchError(`object ${file.object}: sha256 ${digest} differs from the announced ${file.sha256}`);
-  if (size !== file.size) throw new AdapterFetchError(`object ${file.object}: ${size} bytes, announced ${file.size}`);
 }
 
 async function matchesAnnouncement(dir: string, a: FetchedAnnouncement): Promise<boolean> {
