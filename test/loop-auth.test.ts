@@ -3,7 +3,7 @@
 // operator command (simulate, status, watch, replay, reload) run as child processes against it. No secret appears in
 // any log line or output. Wrong credentials and certificates the other side does not trust end the start at once with
 // a one-line reason that says what to fix.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -69,6 +69,30 @@ describe("loop - NATS with credentials and TLS", () => {
       }
     });
   }
+
+  it("credentials revoked while the daemon runs: the server drops it, refuses it on reconnect, and the daemon stops with the reason (exit 1) instead of looking alive", async () => {
+    const secured = await startSecuredServer("user/password", join(dir, "revoked"), pki);
+    const env = await startLoopEnv({ nats: secured, connect: secured.connect });
+    try {
+      const daemon = spawnDaemon(env.writeConfig({ nats: secured.nats, log: { level: "info" } }));
+      let stderr = "";
+      daemon.child.stderr?.on("data", (c: Buffer) => (stderr += c.toString()));
+      await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started").catch((err: Error) => {
+        throw new Error(`${err.message}: ${stderr}\n${daemon.lines.map((l) => JSON.stringify(l)).join("\n")}`);
+      });
+      // a new password, and the server told to reload its config (SIGHUP): it closes the clients it no longer admits
+      const conf = join(dir, "revoked", "user-password", "server.conf");
+      writeFileSync(conf, readFileSync(conf, "utf8").replace(secured.secrets[0] as string, "pw-rotated-elsewhere"));
+      secured.server.child.kill("SIGHUP");
+      expect(await daemon.exited).toBe(1);
+      const fatal = daemon.lines.find((l) => l.msg === "NATS connection lost for good");
+      expect(JSON.stringify(fatal)).toMatch(/the NATS connection closed and will not reconnect: .*Authorization Violation/i);
+      expect(daemon.lines.some((l) => l.msg === "stopped")).toBe(true);
+      for (const line of daemon.lines) expect(JSON.stringify(line)).not.toContain(secured.secrets[0]);
+    } finally {
+      await env.close();
+    }
+  });
 
   it("wrong credentials, untrusted certificates and misplaced credentials end the start with a one-line reason that names the fix", async () => {
     const servers = new Map<AuthMethod, SecuredServer>();

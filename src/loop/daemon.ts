@@ -473,18 +473,32 @@ export class Daemon {
       });
   }
 
-  #onFatal(err: Error) {
-    this.log.fatal({ err }, "round failed with an error the daemon cannot continue after");
+  #onFatal(err: Error, what = "round failed with an error the daemon cannot continue after") {
+    this.log.fatal({ err }, what);
     this.#fatal = err;
     void this.stop();
   }
 
   async #watchConnection(nats: Nats) {
+    void nats.nc.closed().then((err) => this.#onConnectionClosed(err));
     for await (const status of nats.nc.status()) {
       if (status.type === "disconnect") this.#connected = false;
       if (status.type === "reconnect") this.#connected = true;
       if (status.type === "disconnect" || status.type === "reconnect") this.log.warn({ nats: status.type }, "nats connection");
     }
+  }
+
+  /**
+   * The client reconnects forever, so a connection that closes while running was given up on (the server refused
+   * the credentials again on reconnect, for instance): without it the daemon can do nothing, and a live process
+   * that looks healthy would hide that. It stops with the reason; the rollouts it held are redelivered elsewhere.
+   * Closes of its own (a failed start, a stop) are not faults.
+   */
+  #onConnectionClosed(err: Error | void) {
+    this.#connected = false;
+    if (!this.#ctx || this.#ctx.stopping) return;
+    const reason = err ? err.message : "closed by the client library";
+    this.#onFatal(new Error(`the NATS connection closed and will not reconnect: ${reason}`, { cause: err }), "NATS connection lost for good");
   }
 
   // -------------------------------------------------------------------------------------------------------------
