@@ -2,8 +2,8 @@
 """A reference rollout worker for rlloop, in Python (nats-py and jsonschema from PyPI).
 
 What a real worker next to vLLM does, with the policy's sampling replaced by random codes:
-  - it follows rlloop.<policy>.adapter.published to know which adapter to sample from next (a real worker asks
-    vLLM for that adapter's versioned name, <policy>-r<round>);
+  - it follows the adapter announcements (rlloop.<policy>.adapter.published and .adapter.rolled_back) to know which
+    adapter to sample from next (a real worker asks vLLM for that adapter's versioned name, <policy>-r<round>);
   - it builds one RolloutCompleted per episode, validates it against schema/rollout-completed.schema.json (the
     daemon's own schema, generated from src/contract) and refuses to send one that does not validate;
   - it publishes on rlloop.<policy>.rollouts with the message id set to the rollout id, so a retried publish is
@@ -30,6 +30,7 @@ from pathlib import Path
 import jsonschema
 import nats
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "rollout-completed.schema.json"
 
@@ -43,23 +44,43 @@ def png(width: int, height: int, rgb: tuple) -> bytes:
 
 
 class AdapterFollower:
-    """The newest adapter the daemon announced (round 0, the initial adapter, until one is)."""
+    """The adapter to sample from: the one the daemon's latest adapter announcement names.
+
+    Two kinds of announcement say which adapter to serve, on rlloop.<policy>.adapter.*: adapter.published (a new
+    round's adapter) and adapter.rolled_back (an earlier adapter to serve again, after a regression on the robots or
+    an operator's `rlloop rollback`). The latest of them, in stream order, wins; rounds can go down.
+    Round 0, the initial adapter, until one is announced.
+    """
+
+    STREAM = "RLLOOP_EVENTS"
 
     def __init__(self, policy: str):
         self.policy = policy
         self.current = {"round": 0, "name": f"{policy}-r0"}
+        self.seq = 0
         self.announced = asyncio.Event()
 
     async def follow(self, js) -> None:
-        subject = f"rlloop.{self.policy}.adapter.published"
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, filter_subject=subject)
-        await js.subscribe(subject, cb=self._on_announcement, ordered_consumer=True, config=config, stream="RLLOOP_EVENTS")
+        # where things stand now, read before returning (no race with the first rollout), then every later one
+        for kind in ("published", "rolled_back"):
+            try:
+                last = await js.get_last_msg(self.STREAM, f"rlloop.{self.policy}.adapter.{kind}")
+            except NotFoundError:
+                continue
+            self._take(last.seq, json.loads(last.data))
+        subject = f"rlloop.{self.policy}.adapter.*"
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.seq + 1, filter_subject=subject)
+        await js.subscribe(subject, cb=self._on_announcement, ordered_consumer=True, config=config, stream=self.STREAM)
 
     async def _on_announcement(self, msg) -> None:
-        event = json.loads(msg.data)
-        if event.get("round", 0) > self.current["round"]:
-            self.current = {"round": event["round"], "name": event["name"], "sha256": event["sha256"]}
-            self.announced.set()
+        self._take(msg.metadata.sequence.stream, json.loads(msg.data))
+
+    def _take(self, seq: int, event: dict) -> None:
+        if seq <= self.seq:
+            return
+        self.seq = seq
+        self.current = {"round": event["round"], "name": event["name"], "sha256": event["sha256"]}
+        self.announced.set()
 
 
 def rollout(policy: str, adapter: dict, code_length: int, rng: random.Random, frames_dir, steps: int) -> dict:
@@ -103,7 +124,7 @@ async def main() -> int:
     parser.add_argument("--count", type=int, default=8, help="rollouts to publish")
     parser.add_argument("--steps", type=int, default=2, help="decisions per rollout")
     parser.add_argument("--frames-dir", default=None, help="write frames here and send them by path (under frames.roots)")
-    parser.add_argument("--wait-round", type=int, default=None, help="before publishing, wait until this round's adapter is announced")
+    parser.add_argument("--wait-round", type=int, default=None, help="before publishing, wait until the adapter to serve is this round's")
     parser.add_argument("--send-invalid", action="store_true", help="also publish one rollout that breaks the schema")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -115,7 +136,7 @@ async def main() -> int:
     follower = AdapterFollower(args.policy)
     await follower.follow(js)
     if args.wait_round is not None:
-        while follower.current["round"] < args.wait_round:
+        while follower.current["round"] != args.wait_round:
             follower.announced.clear()
             await asyncio.wait_for(follower.announced.wait(), timeout=600)
     for _ in range(args.count):

@@ -1,8 +1,8 @@
 // The Python reference rollout worker (examples/rollout_worker.py: nats-py + jsonschema, validating against
 // schema/rollout-completed.schema.json) against the daemon with the real trainer (resident ranks, the tiny Qwen3.5
 // fixture, CPU): its rollouts, inline and by path, are trained into published rounds; it follows the adapter
-// announcements to serve the newest adapter; its rollout that breaks the schema is rejected for exactly what the
-// schema names.
+// announcements to serve the newest adapter, and a rollback's target after a rollback; its rollout that breaks the
+// schema is rejected for exactly what the schema names.
 import { join } from "node:path";
 import { mkdirSync } from "node:fs";
 import { execa } from "execa";
@@ -65,5 +65,17 @@ describe("examples - the Python rollout worker", () => {
       (await eventsOn<{ id: string; reason: string; message: string }>(env.jsm, subjects(POLICY).rejected)).find((r) => r.id === invalid.id) ?? null);
     expect(rejected.reason).toBe("invalid_schema");
     expect(rejected.message).toContain("'steps.0.vllm_logp' must be <= 0");
+  });
+
+  it("after a rollback it serves the rollback's target, read from the announcements when it starts", async () => {
+    // an operator's rollback (rlloop rollback --to-round 1 asks the same endpoint)
+    const reply = await env.nc.request(subjects(POLICY).rollbackRequest, JSON.stringify({ to_round: 1, reason: "test" }), { timeout: 120_000 });
+    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ type: "adapter.rolled_back", round: 1, from: { round: 2 } });
+    // no --wait-round: what the worker reads before its first rollout is already the target, not round 2
+    const third = await worker("--count", "4", "--steps", "2", "--seed", "3");
+    expect(third.map((l) => l.adapter_round)).toEqual([1, 1, 1, 1]);
+    await published(3);
+    const acc = await accounting(env);
+    for (const l of third) expect(acc.rounds.get(l.id), l.id).toEqual([3]);
   });
 });
