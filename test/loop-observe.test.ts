@@ -48,6 +48,17 @@ describe("loop - observability", () => {
     expect(status.last?.outcome).toBe("published");
     const rounds = RoundSummary.array().parse((await env.nc.request(subjects(POLICY).roundsQuery, JSON.stringify({ limit: 5 }), { timeout: 2000 })).json());
     expect(rounds.map((r) => [r.round, r.status, r.rows, r.rollouts])).toEqual([[1, "committed:published", 8, 4]]);
+    expect(RoundSummary.array().parse((await env.nc.request(subjects(POLICY).roundsQuery, "", { timeout: 2000 })).json())).toHaveLength(1);
+
+    // a body the contract (src/contract/service-requests.ts) refuses is answered 400 with what is wrong, and does nothing
+    const refused = async (subject: string, body: string) => {
+      const reply = await env.nc.request(subject, body, { timeout: 5000 });
+      return [reply.headers?.get("Nats-Service-Error-Code"), reply.headers?.get("Nats-Service-Error")];
+    };
+    expect(await refused(subjects(POLICY).roundsQuery, JSON.stringify({ limit: 1e9 }))).toEqual(["400", expect.stringMatching(/^'limit': /)]);
+    expect(await refused(subjects(POLICY).roundsQuery, "{not json")).toEqual(["400", "the request body must be JSON"]);
+    expect(await refused(subjects(POLICY).rollbackRequest, JSON.stringify({ to_round: -1 }))).toEqual(["400", expect.stringMatching(/^'to_round': /)]);
+    expect(await refused(subjects(POLICY).rollbackRequest, JSON.stringify({ to_round: 0, reason: "x".repeat(501) }))).toEqual(["400", expect.stringMatching(/^'reason': /)]);
   });
 
   it("observe - stats events arrive every statsIntervalS and validate", async () => {

@@ -11,6 +11,7 @@ export * from "./outcomes.js";
 export * from "./primitives.js";
 export * from "./publish-rollout.js";
 export * from "./rollout.js";
+export * from "./service-requests.js";
 export * from "./state.js";
 export * from "./stats.js";
 export * from "./stats-codec.js";

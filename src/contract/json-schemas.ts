@@ -8,6 +8,7 @@ import { LeaseRecord } from "./lease.js";
 import { Manifest } from "./manifest.js";
 import { AdapterRolledBack } from "./outcomes.js";
 import { RolloutCompleted } from "./rollout.js";
+import { RollbackRequest, RoundsQuery } from "./service-requests.js";
 import { StateRecord } from "./state.js";
 import { PpoStats } from "./stats.js";
 
@@ -21,6 +22,8 @@ export const WIRE_SCHEMAS: Record<string, { title: string; schema: z.ZodType }> 
   "replica-event.schema.json": { title: "ReplicaEvent", schema: ReplicaEvent },
   "stats-event.schema.json": { title: "StatsEvent", schema: StatsEvent },
   "round-summary.schema.json": { title: "RoundSummary", schema: RoundSummary },
+  "rounds-query.schema.json": { title: "RoundsQuery", schema: RoundsQuery },
+  "rollback-request.schema.json": { title: "RollbackRequest", schema: RollbackRequest },
   "ppo-stats.schema.json": { title: "PpoStats", schema: PpoStats },
   "manifest.schema.json": { title: "Manifest", schema: Manifest },
   "state-record.schema.json": { title: "StateRecord", schema: StateRecord },

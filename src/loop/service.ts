@@ -1,13 +1,15 @@
 // The NATS micro service `rlloop` (DESIGN.md data flow step 9): PING/INFO/STATS discovery from the services
-// framework, plus `status` (the current stats snapshot) and `rounds` (summaries of the last rounds; request body
-// {"limit": n}, default 20) answering JSON on rlloop.<policy>.svc.status / .svc.rounds, and `rollback` (issue 23:
-// request {"to_round": n, "reason"?: text} on .svc.rollback; answered with the rollback's announcement once the daemon
-// has done it between rounds, or an error: 400 for a malformed request, 409 for one the daemon refuses).
+// framework, plus `status` (the current stats snapshot) and `rounds` (summaries of the last rounds; RoundsQuery)
+// answering JSON on rlloop.<policy>.svc.status / .svc.rounds, and `rollback` (issue 23: RollbackRequest on
+// .svc.rollback; answered with the rollback's announcement once the daemon has done it between rounds). The request
+// bodies are src/contract/service-requests.ts; errors: 400 for a malformed request, 409 for a rollback the daemon
+// refuses, 500 for a failure of its own.
 import type { NatsConnection } from "@nats-io/nats-core";
 import { Svcm, type Service } from "@nats-io/services";
 import type { Logger } from "pino";
 import { PACKAGE_VERSION } from "../version.js";
-import { SERVICE_NAME, subjects, type AdapterRolledBack, type RoundSummary, type StatsEvent } from "../contract/index.js";
+import { z } from "zod";
+import { RollbackRequest, RoundsQuery, SERVICE_NAME, subjects, type AdapterRolledBack, type RoundSummary, type StatsEvent } from "../contract/index.js";
 import { isRollbackRefused } from "./rollback.js";
 
 export interface ServiceSource {
@@ -39,8 +41,9 @@ export async function startService(nc: NatsConnection, policy: string, source: S
     subject: names.roundsQuery,
     handler: (err, msg) => {
       if (err) return log.warn({ err }, "rounds endpoint error");
-      const limit = parseLimit(msg.data);
-      source.rounds(limit).then(
+      const query = parseBody(RoundsQuery, msg.data);
+      if (typeof query === "string") return msg.respondError(400, query);
+      source.rounds(query.limit).then(
         (rounds) => msg.respond(JSON.stringify(rounds)),
         (cause: Error) => msg.respondError(500, cause.message),
       );
@@ -50,10 +53,10 @@ export async function startService(nc: NatsConnection, policy: string, source: S
     subject: names.rollbackRequest,
     handler: (err, msg) => {
       if (err) return log.warn({ err }, "rollback endpoint error");
-      const request = parseRollback(msg.data);
+      const request = parseBody(RollbackRequest, msg.data);
       if (typeof request === "string") return msg.respondError(400, request);
       log.warn({ request }, "rollback requested");
-      source.rollback(request.toRound, request.reason).then(
+      source.rollback(request.to_round, request.reason ?? "asked by an operator").then(
         (event) => msg.respond(JSON.stringify(event)),
         (cause: Error) => msg.respondError(isRollbackRefused(cause) ? 409 : 500, cause.message),
       );
@@ -62,25 +65,16 @@ export async function startService(nc: NatsConnection, policy: string, source: S
   return service;
 }
 
-/** {"to_round": n, "reason"?: text}, or what is wrong with it. */
-function parseRollback(data: Uint8Array): { toRound: number; reason: string } | string {
-  let body: { to_round?: unknown; reason?: unknown };
-  try {
-    body = JSON.parse(new TextDecoder().decode(data)) as typeof body;
-  } catch {
-    return "the request must be JSON {\"to_round\": n, \"reason\"?: text}";
+/** The request's body as the contract defines it, or what is wrong with it (an empty body: the defaults). */
+function parseBody<T extends z.ZodType>(schema: T, data: Uint8Array): z.output<T> | string {
+  let body: unknown = {};
+  if (data.length > 0) {
+    try {
+      body = JSON.parse(new TextDecoder().decode(data));
+    } catch {
+      return "the request body must be JSON";
+    }
   }
-  const to = body?.to_round;
-  if (typeof to !== "number" || !Number.isInteger(to) || to < 0) return `'to_round' must be an integer >= 0, got ${JSON.stringify(to)}`;
-  const reason = typeof body.reason === "string" && body.reason.trim() !== "" ? body.reason.slice(0, 500) : "asked by an operator";
-  return { toRound: to, reason };
-}
-
-function parseLimit(data: Uint8Array): number {
-  try {
-    const limit = (JSON.parse(new TextDecoder().decode(data)) as { limit?: unknown }).limit;
-    return typeof limit === "number" && Number.isInteger(limit) && limit > 0 ? Math.min(limit, 1000) : 20;
-  } catch {
-    return 20;
-  }
+  const parsed = schema.safeParse(body);
+  return parsed.success ? parsed.data : parsed.error.issues.map((i) => `'${i.path.join(".")}': ${i.message}`).join("; ");
 }

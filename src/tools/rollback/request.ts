@@ -2,7 +2,7 @@
 // (rlloop.<policy>.svc.rollback), to serve and continue round N's adapter again. The daemon does it at its next safe
 // point between rounds and answers with the announcement it published on rlloop.<policy>.adapter.rolled_back; so the
 // answer may take as long as the round in hand still trains (--timeout-s).
-import { AdapterRolledBack, decodeMessage, subjects } from "../../contract/index.js";
+import { AdapterRolledBack, decodeMessage, subjects, type RollbackRequest } from "../../contract/index.js";
 import type { Config } from "../../loop/config/index.js";
 import { ConfigError } from "../../loop/errors.js";
 import { connectForCommand } from "../connect.js";
@@ -20,7 +20,8 @@ export async function requestRollback(config: Config, flags: RollbackFlags): Pro
   const policy = flags.policy ?? config.policy.name;
   const nats = await connectForCommand(config, "rlloop-rollback", flags.nats);
   try {
-    const body = JSON.stringify({ to_round: flags.toRound, ...(flags.reason ? { reason: flags.reason } : {}) });
+    const request: RollbackRequest = { to_round: flags.toRound, ...(flags.reason ? { reason: flags.reason } : {}) };
+    const body = JSON.stringify(request);
     const reply = await nats.nc.request(subjects(policy).rollbackRequest, body, { timeout: flags.timeoutS * 1000 }).catch((cause: Error) => {
       const what = /no responders/i.test(cause.message) ? `no daemon of policy ${policy} answers on ${nats.url}` : `the daemon did not answer within ${flags.timeoutS} s (a rollback waits for the round in hand; it may still happen: watch ${subjects(policy).adapterRolledBack})`;
       throw new Error(what, { cause });

@@ -18,7 +18,7 @@ import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 import { z } from "zod";
 import {
   AdapterPublished, decodeMessage, EVENT_STREAM, Phase, RejectReason, ReplicaEvent, ROLLOUT_STREAM, RolloutRejected, RoundEvent, RoundSummary,
-  STATE_BUCKET, StatsEvent, parseStateRecord, stateKey, subjects, type PpoStats,
+  ROUNDS_QUERY_MAX, STATE_BUCKET, StatsEvent, parseStateRecord, stateKey, subjects, type PpoStats,
 } from "../../contract/index.js";
 import type { UiLive } from "./model.js";
 import { UiStore, type RoundChange } from "./store.js";
@@ -48,7 +48,7 @@ export interface UiSource {
 }
 
 /** The most summaries the service answers in one request. */
-const SUMMARY_LIMIT = 1000;
+const SUMMARY_LIMIT = ROUNDS_QUERY_MAX;
 /** How long to wait between tries while the loop's stream or bucket does not exist yet. */
 const RETRY_MS = 2000;
 

@@ -3,7 +3,7 @@
 // Messages that do not parse are ignored: a watcher must never die of what it watches.
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 import { z } from "zod";
-import { decodeMessage, ReplicaEvent, RoundEvent, RoundSummary, StatsEvent, subjects } from "../../contract/index.js";
+import { decodeMessage, ReplicaEvent, ROUNDS_QUERY_MAX, RoundEvent, RoundSummary, StatsEvent, subjects } from "../../contract/index.js";
 import {
   initialState, withMissingRounds, withNotice, withReplica, withRoundEvent, withRoundSummaries, withStats, type WatchState,
 } from "./watch-state.js";
@@ -34,7 +34,7 @@ export async function queryService(nc: NatsConnection, opts: WatcherOptions, now
     problems.push(`no status from ${names.status}: ${(err as Error).message}`);
   }
   try {
-    const reply = await nc.request(names.roundsQuery, JSON.stringify({ limit: opts.maxRounds }), { timeout: opts.requestTimeoutMs });
+    const reply = await nc.request(names.roundsQuery, JSON.stringify({ limit: Math.min(opts.maxRounds, ROUNDS_QUERY_MAX) }), { timeout: opts.requestTimeoutMs });
     state = withRoundSummaries(state, z.array(RoundSummary).parse(reply.json()));
   } catch (err) {
     problems.push(`no rounds from ${names.roundsQuery}: ${(err as Error).message}`);
