@@ -17,6 +17,8 @@ import {
   accounting, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type DaemonProcess, type LoopEnv,
 } from "../test/helpers/loop.js";
 import { trainFixture } from "../test/helpers/train-run.js";
+import { mersenne } from "pure-rand/generator/mersenne";
+import { uniformFloat64 } from "pure-rand/distribution/uniformFloat64";
 
 const { values: args } = parseArgs({
   options: { cycles: { type: "string", default: "40" }, seed: { type: "string", default: "7" }, trainer: { type: "string", default: "fake" } },
@@ -25,16 +27,10 @@ const CYCLES = Number(args.cycles);
 const REAL = args.trainer === "real";
 const POISON = "target-poison";
 
-/** Small deterministic PRNG (mulberry32): the campaign is repeatable for a seed. */
+/** Seeded uniform draws in [0, 1) (Mersenne Twister, pure-rand): the same seed draws the same sequence. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const generator = mersenne(seed);
+  return () => uniformFloat64(generator);
 }
 const random = prng(Number(args.seed));
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T;

@@ -13,6 +13,7 @@ import { parseArgs } from "node:util";
 import sharp from "sharp";
 import { frameBytes, framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
 import { renderFrame } from "../src/tools/sim/frame.js";
+import { encodeAs, FRAME_KINDS, frameKind } from "./frame-kinds.js";
 import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 
 const { values: args } = parseArgs({
@@ -30,23 +31,7 @@ const PARALLEL = Number(args.parallel);
 if (args["sharp-cache"] === "off") sharp.cache(false);
 if (args["sharp-concurrency"] !== undefined) sharp.concurrency(Number(args["sharp-concurrency"]));
 
-const KINDS = { sim: "png", rgb: "png", palette: "png", jpeg: "jpg" } as const;
-type Kind = keyof typeof KINDS;
-if (!(args.kind in KINDS)) throw new Error(`--kind must be one of ${Object.keys(KINDS).join(", ")}, got ${JSON.stringify(args.kind)}`);
-const KIND = args.kind as Kind;
-
-async function encodeAs(kind: Kind, png: Buffer): Promise<Buffer> {
-  switch (kind) {
-    case "sim":
-      return png;
-    case "rgb":
-      return sharp(png).removeAlpha().png().toBuffer();
-    case "palette":
-      return sharp(png).png({ palette: true }).toBuffer();
-    case "jpeg":
-      return sharp(png).jpeg({ quality: 90 }).toBuffer();
-  }
-}
+const KIND = frameKind(args.kind);
 
 interface Timing { wallUs: number; userUs: number; systemUs: number }
 
@@ -71,7 +56,7 @@ async function main() {
   try {
     const paths: string[] = [];
     for (let i = 0; i < 16; i++) {
-      const path = join(root, `frame-${i}.${KINDS[KIND]}`);
+      const path = join(root, `frame-${i}.${FRAME_KINDS[KIND]}`);
       writeFileSync(path, await encodeAs(KIND, await renderFrame(sceneAt(scenario(7, i), i % 3), { width: 640, height: 480 })));
       paths.push(path);
     }

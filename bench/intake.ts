@@ -26,6 +26,7 @@ import { startOwnServer } from "../src/loop/nats-server.js";
 import { natsDir } from "../src/loop/paths.js";
 import { ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
 import { renderFrame } from "../src/tools/sim/frame.js";
+import { encodeAs, FRAME_KINDS, frameKind } from "./frame-kinds.js";
 import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 import { natsServerBinary } from "../src/setup-env.js";
 
@@ -39,10 +40,7 @@ const { values: args } = parseArgs({
     kind: { type: "string", default: "sim" },
   },
 });
-const KINDS = ["sim", "rgb", "palette", "jpeg"] as const;
-type Kind = (typeof KINDS)[number];
-if (!KINDS.includes(args.kind as Kind)) throw new Error(`--kind must be one of ${KINDS.join(", ")}, got ${JSON.stringify(args.kind)}`);
-const KIND = args.kind as Kind;
+const KIND = frameKind(args.kind);
 const ROWS = Number(args.rows);
 const STEPS = Number(args.steps);
 const ROLLOUTS = Math.ceil(ROWS / STEPS);
@@ -51,25 +49,12 @@ const REPO = join(import.meta.dirname, "..");
 
 const seconds = (ms: number) => ms / 1000;
 
-async function encodeAs(kind: Kind, png: Buffer): Promise<Buffer> {
-  switch (kind) {
-    case "sim":
-      return png;
-    case "rgb":
-      return sharp(png).removeAlpha().png().toBuffer();
-    case "palette":
-      return sharp(png).png({ palette: true }).toBuffer();
-    case "jpeg":
-      return sharp(png).jpeg({ quality: 90 }).toBuffer();
-  }
-}
-
 async function writeFrames(root: string, count: number): Promise<string[]> {
   mkdirSync(root, { recursive: true });
   const paths: string[] = [];
   for (let i = 0; i < count; i++) {
     const png = await renderFrame(sceneAt(scenario(7, i), i % 3), { width: Number(args.width), height: Number(args.height) });
-    const path = join(root, `frame-${i}.${KIND === "jpeg" ? "jpg" : "png"}`);
+    const path = join(root, `frame-${i}.${FRAME_KINDS[KIND]}`);
     writeFileSync(path, await encodeAs(KIND, png));
     paths.push(path);
   }

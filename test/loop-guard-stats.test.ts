@@ -7,17 +7,13 @@ import { emptyConfidence, lowerBound, observe, upperBound, type ConfidenceState 
 import { foldOutcomes, emptyOutcomes, rewardSd, type FoldOptions, type ServedRollout } from "../src/loop/live-outcomes.js";
 import { betAlphas, judgeLineage } from "../src/loop/guard.js";
 import { parseConfig } from "../src/loop/config/index.js";
+import { mersenne } from "pure-rand/generator/mersenne";
+import { uniformFloat64 } from "pure-rand/distribution/uniformFloat64";
 
-/** mulberry32: a small seeded generator, so every run draws the same paths. */
+/** Seeded uniform draws in [0, 1) (Mersenne Twister, pure-rand): the same seed draws the same sequence. */
 function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const generator = mersenne(seed);
+  return () => uniformFloat64(generator);
 }
 
 function normal(u: () => number): number {

@@ -15,6 +15,11 @@ import { duration, num, renderWatch } from "../src/tools/watch/watch-view.js";
 import { startWatcher } from "../src/tools/watch/watcher.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
 
+/** The service's rollback endpoint, for a source that has none to do. */
+const refuseRollback = async (): Promise<never> => {
+  throw new Error("this test's service does no rollbacks");
+};
+
 const REPO = join(import.meta.dirname, "..");
 const NOW = Date.UTC(2026, 11, 2, 10, 0, 4);
 const at = (s: number) => new Date(Date.UTC(2026, 11, 2, 10, 0, s)).toISOString();
@@ -127,7 +132,7 @@ describe("watch - against the daemon's service on a real nats-server", () => {
   beforeAll(async () => {
     server = await startNatsServer();
     nc = await connect({ servers: server.url });
-    service = await startService(nc, "bt", { snapshot: () => ({ ...stats, round: 2, open_round: 3, training_round: null, phase: "intake" }), rounds: async (limit) => summaries.slice(0, limit) }, pino({ level: "silent" }));
+    service = await startService(nc, "bt", { snapshot: () => ({ ...stats, round: 2, open_round: 3, training_round: null, phase: "intake" }), rounds: async (limit) => summaries.slice(0, limit), rollback: refuseRollback }, pino({ level: "silent" }));
   });
   afterAll(async () => {
     await service?.stop();

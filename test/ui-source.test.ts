@@ -26,6 +26,11 @@ import { startUiSource, type UiSource } from "../src/tools/ui/source.js";
 import type { UiStore } from "../src/tools/ui/store.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
 
+/** The service's rollback endpoint, for a source that has none to do. */
+const refuseRollback = async (): Promise<never> => {
+  throw new Error("this test's service does no rollbacks");
+};
+
 const P = "bt";
 const SHA = (n: number) => n.toString(16).padStart(2, "0").repeat(32);
 const at = (s: number) => new Date(Date.UTC(2026, 11, 3, 10, 0, 0) + s * 1000).toISOString();
@@ -155,7 +160,7 @@ describe("ui - source, against a real nats-server", () => {
       await ensureStreams(await jetstreamManager(nc2), ConfigSchema.parse({}).stream);
       await publishRound(jetstream(nc2), 2, "published");
       const stats = { ...liveStats(), round: 2 };
-      const service = await startService(nc2, P, { snapshot: () => stats, rounds: async () => [...summaries, { ...summaries[0], round: 2, stats: ppo(2, { kl: 77 }) } as RoundSummary] }, pino({ level: "silent" }));
+      const service = await startService(nc2, P, { snapshot: () => stats, rounds: async () => [...summaries, { ...summaries[0], round: 2, stats: ppo(2, { kl: 77 }) } as RoundSummary], rollback: refuseRollback }, pino({ level: "silent" }));
       const src = await startUiSource(nc2, { policy: P, source: fresh.url, requestTimeoutMs: 2000 });
       await src.caughtUp;
       const snap = src.store.snapshot();

@@ -3,6 +3,12 @@
 import { registerSecrets } from "../../redact.js";
 import { loadConfig } from "../../loop/config/index.js";
 import { connectForCommand } from "../connect.js";
+import { untilSignal } from "../until-signal.js";
+import { isLoopbackHost } from "./access.js";
+import { loadUiAssets } from "./assets.js";
+import { startUiServer } from "./server.js";
+import { startUiSource } from "./source.js";
+
 /** `rlloop ui`'s options (src/cli/ui.ts). */
 export interface UiFlags {
   config?: string;
@@ -17,11 +23,6 @@ export interface UiFlags {
 
 /** The port the page is served on unless --port says otherwise (beside the daemon's metrics default, 9464). */
 export const DEFAULT_UI_PORT = 9465;
-
-import { isLoopbackHost } from "./access.js";
-import { loadUiAssets } from "./assets.js";
-import { startUiServer } from "./server.js";
-import { startUiSource } from "./source.js";
 
 export async function runUi(flags: UiFlags): Promise<void> {
   const config = loadConfig(flags.config === undefined ? {} : { file: flags.config });
@@ -49,14 +50,3 @@ export async function runUi(flags: UiFlags): Promise<void> {
   }
 }
 
-function untilSignal(): Promise<void> {
-  return new Promise((done) => {
-    const stop = () => {
-      process.off("SIGINT", stop);
-      process.off("SIGTERM", stop);
-      done();
-    };
-    process.on("SIGINT", stop);
-    process.on("SIGTERM", stop);
-  });
-}

@@ -15,6 +15,7 @@ import { connectForCommand } from "../connect.js";
 import { renderWatch } from "./watch-view.js";
 import { queryService, startWatcher, type Watcher } from "./watcher.js";
 import type { WatchState } from "./watch-state.js";
+import { untilSignal } from "../until-signal.js";
 
 const ENTER = "\x1b[?1049h\x1b[?25l"; // alternate screen, hide cursor
 const LEAVE = "\x1b[?25h\x1b[?1049l";
@@ -68,14 +69,3 @@ async function liveView(
   }
 }
 
-function untilSignal(): Promise<void> {
-  return new Promise((done) => {
-    const stop = () => {
-      process.off("SIGINT", stop);
-      process.off("SIGTERM", stop);
-      done();
-    };
-    process.on("SIGINT", stop);
-    process.on("SIGTERM", stop);
-  });
-}
