@@ -21,7 +21,12 @@ export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateR
   if (index < 0) {
     const oldest = Math.min(...served.map((a) => a.round));
     if (adapter.round > oldest) throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round}, a round that published no adapter (served recently: ${served.map((a) => a.round).join(", ")})`);
-    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${served.map((a) => a.round).join(", ")}; offPolicy.maxStaleness ${maxStaleness})`);
+    // older than the record's window (RECENT_ADAPTERS): every adapter in it came after this one, and at most one a
+    // round between this one and the window's oldest. Counted as that many (the rounds' distance when every round
+    // published, as before the window existed), so a large maxStaleness still admits what it says it admits.
+    const staleness = served.length + (oldest - adapter.round - 1);
+    if (staleness <= maxStaleness) return;
+    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${served.map((a) => a.round).join(", ")}): ${staleness} adapters behind at most (offPolicy.maxStaleness ${maxStaleness})`);
   }
   const staleness = served.length - 1 - index;
   if (staleness > maxStaleness) {

@@ -1,0 +1,65 @@
+// The staleness rule (src/loop/staleness.ts) on its own: counted in serving order (rollbacks included), and for an
+// adapter older than the state record's window of recent adapters, counted so that offPolicy.maxStaleness still
+// means what it says (a fault-injection campaign of 40 cycles with maxStaleness 1000 once lost good rollouts to it).
+import { describe, expect, it } from "vitest";
+import { RolloutRejectedError } from "../src/loop/errors.js";
+import { RECENT_ADAPTERS, withRecentAdapter, type StateRecord } from "../src/loop/state.js";
+import { checkAdapter } from "../src/loop/staleness.js";
+
+const SHA = (n: number) => n.toString(16).padStart(64, "0");
+
+/** A record that announced `rounds` in this order (a rollback repeats a round). */
+function served(rounds: number[]): StateRecord {
+  let record = {
+    version: 2, policy: "bt", round: 0, outcome: "initial", adapter: { round: 0, path: "/a/0", sha256: SHA(0) },
+    reference: { path: "/ref", sha256: null }, last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: SHA(0) }],
+    outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
+  } as StateRecord;
+  for (const round of rounds) {
+    record = { ...record, round: Math.max(record.round, round), adapter: { round, path: `/a/${round}`, sha256: SHA(round) }, recent_adapters: withRecentAdapter(record, round, SHA(round)) };
+  }
+  return record;
+}
+
+const reason = (round: number, state: StateRecord, maxStaleness: number, sha256?: string) => {
+  try {
+    checkAdapter({ round, name: `bt-r${round}`, ...(sha256 ? { sha256 } : {}) }, state, maxStaleness);
+    return "ok";
+  } catch (err) {
+    if (err instanceof RolloutRejectedError) return err.reason;
+    throw err;
+  }
+};
+
+describe("loop - staleness", () => {
+  const rounds = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+  it("counts adapters announced after the rollout's own", () => {
+    const state = served(rounds(5));
+    expect([0, 1, 2, 3, 4, 5].map((r) => reason(r, state, 2))).toEqual(["stale_adapter", "stale_adapter", "stale_adapter", "ok", "ok", "ok"]);
+    expect(reason(6, state, 2)).toBe("unknown_adapter");
+    expect(reason(5, state, 0, SHA(4))).toBe("adapter_mismatch");
+  });
+
+  it("after a rollback from 7 to 5, 5 is fresh and 7 one behind; a round that never published is unknown", () => {
+    const state = served([1, 2, 3, 5, 6, 7, 5]);
+    expect(reason(5, state, 0)).toBe("ok");
+    expect(reason(7, state, 0)).toBe("stale_adapter");
+    expect(reason(7, state, 1)).toBe("ok");
+    expect(reason(4, state, 100)).toBe("unknown_adapter");
+  });
+
+  it("an adapter older than the record's window is admitted while maxStaleness allows it, counted as at most one adapter a round", () => {
+    const n = RECENT_ADAPTERS + 24;
+    const state = served(rounds(n));
+    expect(state.recent_adapters).toHaveLength(RECENT_ADAPTERS);
+    // round 0 is n adapters behind: admitted at maxStaleness n, stale below it
+    expect(reason(0, state, 1000)).toBe("ok");
+    expect(reason(0, state, n)).toBe("ok");
+    expect(reason(0, state, n - 1)).toBe("stale_adapter");
+    // just outside the window
+    const justOut = n - RECENT_ADAPTERS;
+    expect(reason(justOut, state, RECENT_ADAPTERS)).toBe("ok");
+    expect(reason(justOut, state, RECENT_ADAPTERS - 1)).toBe("stale_adapter");
+  });
+});
