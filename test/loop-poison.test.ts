@@ -193,6 +193,26 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     }
   });
 
+  it("a round left pending, resumed under a stricter config, trains with every rollout it was assembled from; only new rollouts meet the new bounds", async () => {
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("stricter", i, { steps: 2, reward: 0.9 })));
+    const e = (env = await startLoopEnv());
+    await publishRollouts(e.js, rollouts);
+    const first = spawnDaemon(e.writeConfig({ round: { rows: 16 }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "3000" } }, log: { level: "info" } }));
+    await waitFor("round 1 training", async () => ((await readManifest(roundDir(e.workDir, POLICY, 1)))?.status === "training" ? true : null));
+    first.child.kill("SIGKILL"); // the round stays pending for the next start
+    await first.exited;
+    // rewards above 0.5 and 2 steps were fine when the round was assembled; they are not any more
+    const stricter: ConfigInput = { round: { rows: 16 }, limits: { reward: { min: 0, max: 0.5 } }, policy: { maxSteps: 1 } };
+    daemon = new Daemon({ config: parseConfig(e.config({ ...quiet, ...stricter })) });
+    await daemon.start();
+    const late = await makeRollout("stricter-late", 0, { steps: 2, reward: 0.9 });
+    await publishRollouts(e.js, [late]);
+    const acc = await settled(e, [...rollouts, late].map((r) => r.id));
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual(rollouts.map(() => [1]));
+    expect(rejection(acc, late.id)).toEqual(["too_many_steps"]);
+    expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome).toBe("published");
+  });
+
   it("a second daemon on the same work dir refuses at once, naming the first, and touches nothing", async () => {
     const e = await start({ round: { rows: 100 } });
     const rollouts = await Promise.all([0, 1].map((i) => makeRollout("second", i, { steps: 2 })));

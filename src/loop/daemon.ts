@@ -45,7 +45,6 @@ import { outcomeSummaries, statsEvent, StatsTicker } from "./stats.js";
 import { verdictOf } from "./guard.js";
 import { isRollbackRefused } from "./rollback.js";
 import { readTrainerOutput, type RoundTrainer } from "./trainer.js";
-import { validateContext } from "./validate.js";
 import { lockWorkDir, type WorkDirLock } from "./work-dir-lock.js";
 
 /** Messages judged at once: frames decode on libuv's pool while the next message is parsed. */
@@ -178,11 +177,10 @@ export class Daemon {
     this.#intake = new Intake(nats.js, nats.jsm, {
       policy: ctx.policy, consumer: this.config.consumer, round: this.config.round, startSeq: () => ctx.ackFloor + 1,
     }, logger("intake", { policy: ctx.policy }));
-    const vctx = validateContext(this.config);
     this.#runner = new RoundRunner({
       ctx, trainer: this.#trainer, probe, states, adapters, lease: this.#lease,
       ackFloor: () => this.#intake?.ackFloor() ?? Promise.resolve(null),
-      rollouts: (round, events) => readRoundRollouts(nats.jsm, round, events, vctx),
+      rollouts: (round, events) => readRoundRollouts(nats.jsm, round, events, "admitted"),
     });
     this.#admission = new Admission(ctx, frameObjectOpener(nats.nc, this.config.frames.objectBucket), () => this.#nextRound);
     await this.#startObservability(ctx);

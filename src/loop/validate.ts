@@ -39,6 +39,22 @@ export function parseRollout(data: Uint8Array, ctx: ValidateContext): RolloutCom
   return rollout;
 }
 
+/** Limits any admitted rollout is within, whatever the config said when it was admitted. */
+const NO_LIMITS = { maxIdChars: Number.MAX_SAFE_INTEGER, maxNameChars: Number.MAX_SAFE_INTEGER, maxMemoryChars: Number.MAX_SAFE_INTEGER };
+const admittedSchema = rolloutSchema(NO_LIMITS);
+
+/**
+ * A rollout read back from the stream for a round it was admitted to (its outcomes, poison isolation after a
+ * restart): the contract's schema only. The config's bounds (limits, policy.maxSteps, codeLength) judged it when it
+ * arrived; a config changed since must not turn a round already assembled into an error at every start.
+ */
+export function parseAdmittedRollout(data: Uint8Array): RolloutCompleted {
+  const raw = parseJson(data);
+  const parsed = admittedSchema.safeParse(raw);
+  if (!parsed.success) throw rejectionFromIssues(parsed.error.issues, raw);
+  return parsed.data;
+}
+
 /** The id of a payload that may be invalid, for the rejection event (null when there is none or it is too long). */
 export function idOf(data: Uint8Array, maxDepth = 16): string | null {
   if (nestsDeeperThan(data, maxDepth)) return null;
