@@ -19,7 +19,7 @@ const log = pino({ level: "silent" });
 const state = (round: number): StateRecord => ({
   version: 2, policy: POLICY, round, outcome: "published",
   adapter: { round, path: `/w/${round}/adapter`, sha256: null }, reference: { path: "/w/ref", sha256: null },
-  last_seq: round * 4, ack_floor: round * 4, recent_adapters: [], outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
+  last_seq: round * 4, ack_floor: round * 4, recent_adapters: [], unpublished: [], outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
 });
 
 const manifest = (round: number, status: Manifest["status"]): Manifest => ({

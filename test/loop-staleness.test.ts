@@ -8,11 +8,11 @@ import { checkAdapter } from "../src/loop/staleness.js";
 
 const SHA = (n: number) => n.toString(16).padStart(64, "0");
 
-/** A record that announced `rounds` in this order (a rollback repeats a round). */
-function served(rounds: number[]): StateRecord {
+/** A record that announced `rounds` in this order (a rollback repeats a round); `unpublished` rounds committed without. */
+function served(rounds: number[], unpublished: number[] = []): StateRecord {
   let record = {
     version: 2, policy: "bt", round: 0, outcome: "initial", adapter: { round: 0, path: "/a/0", sha256: SHA(0) },
-    reference: { path: "/ref", sha256: null }, last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: SHA(0) }],
+    reference: { path: "/ref", sha256: null }, last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: SHA(0) }], unpublished,
     outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
   } as StateRecord;
   for (const round of rounds) {
@@ -42,11 +42,22 @@ describe("loop - staleness", () => {
   });
 
   it("after a rollback from 7 to 5, 5 is fresh and 7 one behind; a round that never published is unknown", () => {
-    const state = served([1, 2, 3, 5, 6, 7, 5]);
+    const state = served([1, 2, 3, 5, 6, 7, 5], [4, 8]);
     expect(reason(5, state, 0)).toBe("ok");
     expect(reason(7, state, 0)).toBe("stale_adapter");
     expect(reason(7, state, 1)).toBe("ok");
     expect(reason(4, state, 100)).toBe("unknown_adapter");
+    expect(reason(8, state, 100)).toBe("unknown_adapter");
+  });
+
+  it("long after a rollback, a published round outside the window is old, not unknown", () => {
+    // r1-r20 published, rolled back from 20 to 18 (r21 committed without publishing), then r22-r35
+    const state = served([...rounds(20), 18, ...Array.from({ length: 14 }, (_, i) => 22 + i)], [21]);
+    expect(state.recent_adapters.map((a) => a.round).slice(0, 3)).toEqual([20, 18, 22]);
+    expect(reason(19, state, 1000)).toBe("ok");
+    expect(reason(17, state, 1000)).toBe("ok");
+    expect(reason(19, state, 15)).toBe("stale_adapter");
+    expect(reason(21, state, 1000)).toBe("unknown_adapter");
   });
 
   it("an adapter older than the record's window is admitted while maxStaleness allows it, counted as at most one adapter a round", () => {

@@ -27,7 +27,7 @@ describe("loop - committed state's compare-and-set", () => {
     version: 2, policy, round, outcome: "published",
     adapter: { round, path: `/w/${policy}/${round}/adapter`, sha256: null },
     reference: { path: "/w/ref", sha256: null },
-    last_seq: round * 4, ack_floor: round * 4, recent_adapters: [], outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
+    last_seq: round * 4, ack_floor: round * 4, recent_adapters: [], unpublished: [], outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
   });
 
   /** The store's real KV client, its update() failing once as `fault` says. */

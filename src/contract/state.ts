@@ -27,6 +27,8 @@ export const StateRecord = z.object({
   ack_floor: nonNegativeInt().meta({ description: "the consumer's ack floor seen at commit time: where a re-created consumer starts" }),
   recent_adapters: z.array(z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }))
     .meta({ description: "the adapters served last, in the order they were announced (published, or rolled back to), the one served now last: a rollout's staleness is how many came after its adapter; their sha256 checks a rollout's adapter.sha256" }),
+  unpublished: z.array(nonNegativeInt()).default([])
+    .meta({ description: "the latest rounds (up to 256) committed without publishing an adapter (rejected by the gate, empty, or rolled back in their own commit): a rollout naming one of them is unknown_adapter" }),
   // issue 23, the live-outcome guard: defaults so that records written before it read as "nothing observed yet"
   outcomes: LiveOutcomes.default({ range: null, adapters: [] }).meta({ description: "live outcomes per serving adapter (rewards of the committed rollouts each served)" }),
   lineage: z.array(LineageEntry).default([]).meta({ description: "the recent published adapters, each with its parent and continuation objects: what a rollback can go back to" }),

@@ -303,7 +303,7 @@ export class Daemon {
       version: 2, policy: this.config.policy.name, round: 0, outcome: "initial",
       adapter: { round: 0, path: initial, sha256: adapterSha },
       reference: { path: reference, sha256: await optionalSha(reference) },
-      last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: adapterSha }],
+      last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: adapterSha }], unpublished: [],
       outcomes: { range: null, adapters: [] }, lineage: [{ round: 0, parent: null, path: initial, sha256: adapterSha }], rollback: null,
       at: new Date().toISOString(),
     };

@@ -26,7 +26,7 @@ import type { Probe } from "./probe.js";
 import { publishAdapter } from "./publish.js";
 import { retrying } from "./retry.js";
 import { attemptOutDir, roundJob } from "./round-job.js";
-import { withRecentAdapter, type StateRecord, type StateStore } from "./state.js";
+import { withRecentAdapter, withUnpublished, type StateRecord, type StateStore } from "./state.js";
 import { betAlphas, judgeLineage, verdictOf } from "./guard.js";
 import { foldOutcomes } from "./live-outcomes.js";
 import { announceRollback, isRollbackRefused, keptLineage, parentOf, rolledBack, targetFolder, type RollbackInfo } from "./rollback.js";
@@ -413,6 +413,7 @@ export class RoundRunner {
       outcome: verdict.outcome,
       adapter: adapter ? { round: manifest.round, path: adapter.path, sha256: adapter.sha256 } : prev.adapter,
       recent_adapters: adapter ? withRecentAdapter(prev, manifest.round, adapter.sha256) : prev.recent_adapters,
+      unpublished: adapter ? prev.unpublished : withUnpublished(prev, manifest.round),
       last_seq: Math.max(prev.last_seq, ...seqs),
       ack_floor: Math.max(prev.ack_floor, floor ?? 0),
       outcomes,

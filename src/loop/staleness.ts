@@ -3,7 +3,8 @@
 // and a rollback's target again, issue 23), not in round numbers: a rollout's staleness is how many adapters were
 // announced after its own was last announced. So after a rollback from r7 to r5, rollouts of r5 are fresh, those of
 // r7 (served until the rollback: nothing is wrong with them) are 1 behind — usable off-policy data for the r5
-// lineage, as any rollout of the adapter served before — and a round the loop never announced is unknown.
+// lineage, as any rollout of the adapter served before — and a round that committed without publishing an adapter
+// (the record's `unpublished`) is unknown.
 // A given sha256 must match the one the loop published for that round.
 import { RolloutRejectedError } from "./errors.js";
 import type { RolloutCompleted } from "../contract/index.js";
@@ -16,17 +17,19 @@ export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateR
   if (adapter.round > newest) {
     throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round} but the latest published adapter is round ${newest}`);
   }
+  if (state.unpublished.includes(adapter.round)) {
+    throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round}, a round that published no adapter`);
+  }
   let index = served.length - 1;
   while (index >= 0 && served[index]?.round !== adapter.round) index--;
   if (index < 0) {
-    const oldest = Math.min(...served.map((a) => a.round));
-    if (adapter.round > oldest) throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round}, a round that published no adapter (served recently: ${served.map((a) => a.round).join(", ")})`);
-    // older than the record's window (RECENT_ADAPTERS): every adapter in it came after this one, and at most one a
-    // round between this one and the window's oldest. Counted as that many (the rounds' distance when every round
-    // published, as before the window existed), so a large maxStaleness still admits what it says it admits.
-    const staleness = served.length + (oldest - adapter.round - 1);
+    // published before every adapter the record's window holds (RECENT_ADAPTERS): all of those came after it, and at
+    // most one a round between it and the window's lowest round. Counted as that many (the rounds' distance when
+    // every round published, as before the window existed), so a large maxStaleness admits what it says it admits.
+    const lowest = Math.min(...served.map((a) => a.round));
+    const staleness = served.length + Math.max(0, lowest - adapter.round - 1);
     if (staleness <= maxStaleness) return;
-    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${served.map((a) => a.round).join(", ")}): ${staleness} adapters behind at most (offPolicy.maxStaleness ${maxStaleness})`);
+    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${served.map((a) => a.round).join(", ")}): at least ${served.length} adapters behind (offPolicy.maxStaleness ${maxStaleness})`);
   }
   const staleness = served.length - 1 - index;
   if (staleness > maxStaleness) {

@@ -16,6 +16,8 @@ export interface VersionedState {
 
 /** How many adapters' sha256 the record remembers. */
 export const RECENT_ADAPTERS = 16;
+/** How many of the latest rounds that published no adapter the record remembers (StateRecord.unpublished). */
+export const UNPUBLISHED_KEPT = 256;
 
 export class StateStore {
   private constructor(private readonly kv: KV, private readonly policy: string) {}
@@ -54,6 +56,11 @@ export class StateStore {
       );
     }
   }
+}
+
+/** The record's unpublished rounds after committing `round` without an adapter. */
+export function withUnpublished(record: StateRecord, round: number): StateRecord["unpublished"] {
+  return [...record.unpublished.filter((r) => r !== round), round].slice(-UNPUBLISHED_KEPT);
 }
 
 export function withRecentAdapter(record: StateRecord, round: number, sha256: string | null): StateRecord["recent_adapters"] {

@@ -85,7 +85,7 @@ const Round = z.strictObject({
 });
 
 const OffPolicy = z.strictObject({
-  maxStaleness: doc(nonNegativeInt().default(1), "a rollout served by an adapter more than this many published rounds behind the latest is rejected (`stale_adapter`); 0 = strictly on-policy"),
+  maxStaleness: doc(nonNegativeInt().default(1), "a rollout served by an adapter more than this many adapters behind the one served now, counted in the order they were announced (each published adapter, a rollback's target again), is rejected (`stale_adapter`); 0 = strictly on-policy"),
 });
 
 const Advantage = z.strictObject({
