@@ -71,10 +71,10 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(goods.every((r) => (acc.rounds.get(r.id)?.length ?? 0) === 1)).toBe(true);
   });
 
-  it("rejects as undeliverable a message delivered more than intake.maxDeliveries times, with what is known of its last error", async () => {
+  it("a good rollout delivered more than intake.maxDeliveries times (restarts, outages) is admitted; one whose judgement keeps failing is rejected undeliverable with its last error", async () => {
     const e = (env = await startLoopEnv());
-    const rollout = await makeRollout("redelivered", 0, { steps: 1 });
-    await publishRollouts(e.js, [rollout]);
+    const good = await makeRollout("redelivered", 0, { steps: 1 });
+    await publishRollouts(e.js, [good]);
     // the daemon's durable consumer, as crashed daemons left it: the message delivered three times already
     const config = parseConfig(e.config(quiet));
     await new Intake(e.js, e.jsm, { policy: POLICY, consumer: config.consumer, round: config.round, startSeq: () => 1 }, pino({ level: "silent" })).ensureConsumer();
@@ -83,11 +83,17 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
       const msg = await consumer.next({ expires: 5000 });
       msg?.nak();
     }
-    await start({ intake: { maxDeliveries: 3 } });
-    const acc = await settled(e, [rollout.id]);
-    expect(rejection(acc, rollout.id)).toEqual(["undeliverable"]);
-    const [event] = await eventsOn<{ message: string }>(e.jsm, subjects(POLICY).rejected);
-    expect(event?.message).toMatch(/^delivered 4 times \(intake.maxDeliveries 3\); last error: /);
+    // its frame comes from an object store that does not exist: the configuration's fault, judged again 5 s, 10 s later
+    const unlucky = await makeRollout("unlucky", 0, { steps: 1 });
+    unlucky.steps[0]!.image = { object: "cam/frame.png" };
+    await start({ intake: { maxDeliveries: 1 }, frames: { roots: [e.framesRoot], objectBucket: "no-such-frames" }, round: { rows: 1 } });
+    await publishRollouts(e.js, [unlucky]);
+    const acc = await settled(e, [good.id, unlucky.id]);
+    expect(acc.rounds.get(good.id)).toEqual([1]);
+    expect(rejection(acc, good.id)).toBeUndefined();
+    expect(rejection(acc, unlucky.id)).toEqual(["undeliverable"]);
+    const events = await eventsOn<{ id: string; message: string }>(e.jsm, subjects(POLICY).rejected);
+    expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^delivered 3 times \(intake.maxDeliveries 1\), its last 3 judgements failed; last error: .*the frames object store does not exist/);
   });
 
   it("isolates a poison rollout inside a good round: only it is rejected (poison, naming the trainer's error), the round is published", async () => {
@@ -234,6 +240,8 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
       ["a trainer command that does not exist", { trainer: { command: [join(e.dir, "no-such-trainer")] } }, /trainer\.command .*no-such-trainer.*not an executable file/],
       ["a model folder that does not exist", { trainer: { command: null, model: join(e.dir, "no-model") } }, /trainer\.model .*no-model: no such folder/],
       ["a trainer that cannot train the probe", { trainer: { env: { FAKE_TRAINER_FAIL_WHILE: e.dir } } }, /cannot train the probe job[\s\S]*broken while/],
+      ["a frames root that is not there (unmounted)", { frames: { roots: [join(e.dir, "unmounted")] } }, /'frames\.roots' names .*unmounted, which is not a directory/],
+      ["a mismatch gate without the statistics it reads", { trainer: { command: null, model: e.dir }, gate: { maxMismatchKl: 0.1 } }, /'gate\.maxMismatchKl' needs 'trainer\.mismatchStats': true/],
     ];
     for (const [what, overrides, reason] of cases) {
       const started = Date.now();

@@ -2,6 +2,9 @@
 // the KV buckets, the object store and the consumer the daemon owns are brought back to the config when it changed or
 // someone changed them — each change named in one log line — and a change the server refuses is a ConfigError that
 // says which resource and why. Errors are recognised by JetStream API codes (a missing frames bucket).
+import { mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { nanos } from "@nats-io/nats-core";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,7 +12,7 @@ import { ADAPTER_BUCKET, EVENT_STREAM, IDS_BUCKET, ROLLOUT_STREAM, STATE_BUCKET,
 import { openAdapterBucket, openIdsBucket, openStateBucket } from "../src/loop/buckets.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
-import { ConfigError, RolloutRejectedError } from "../src/loop/errors.js";
+import { ConfigError, HostFaultError, isTransient, RolloutRejectedError } from "../src/loop/errors.js";
 import { frameObjectOpener } from "../src/loop/frame-objects.js";
 import { frameBytes } from "../src/loop/frames.js";
 import { Intake } from "../src/loop/intake.js";
@@ -91,10 +94,27 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
     expect(() => parseConfig({ stream: { replicas: 2 } })).toThrow(/'stream.replicas' must be 1, 3 or 5/);
   });
 
-  it("a frame from a frames bucket that does not exist is image_missing (told by the API code, not the message)", async () => {
+  it("a frame from a frames bucket that does not exist is the configuration's fault, judged again later, not image_missing (told by the API code, not the message)", async () => {
     const limits = { roots: [], maxBytes: 1 << 20, maxPixels: 1 << 20, objects: frameObjectOpener(env.nc, "no-such-frames") };
     const err = await frameBytes({ object: "f.png" }, limits).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(RolloutRejectedError);
-    expect((err as RolloutRejectedError).reason).toBe("image_missing");
+    expect(err).toBeInstanceOf(HostFaultError);
+    expect(isTransient(err)).toBe(true);
+    expect((err as Error).message).toMatch(/the frames object store does not exist \(frames.objectBucket\)/);
+  });
+
+  it("a frame under a root that is not there now (an unmounted share) is the host's fault, judged again later", async () => {
+    const root = join(tmpdir(), `rlloop-gone-root-${process.pid}`);
+    const limits = { roots: [root], maxBytes: 1 << 20, maxPixels: 1 << 20, objects: null };
+    const err = await frameBytes({ path: join(root, "cam", "f.png") }, limits).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HostFaultError);
+    expect(isTransient(err)).toBe(true);
+    // with the root there, a missing file is the rollout's
+    mkdirSync(root, { recursive: true });
+    try {
+      const missing = await frameBytes({ path: join(root, "cam", "f.png") }, limits).catch((e: unknown) => e);
+      expect((missing as RolloutRejectedError).reason).toBe("image_missing");
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

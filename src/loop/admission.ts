@@ -7,8 +7,11 @@
 //     then terminated);
 //   - a transient failure (NATS, the host's I/O) → nak'd with a backoff of 5 s doubling to 5 min, judged again;
 //   - any other failure → rejected `unjudgeable` (it would fail the same way again);
-//   - delivered more than intake.maxDeliveries times → rejected `undeliverable` with its last error.
-// So no message can stay pending forever and pin the consumer's max_ack_pending.
+//   - a transient failure of a message delivered more than intake.maxDeliveries times, after this daemon's last
+//     FAILURES_BEFORE_GIVING_UP judgements of it failed too → rejected `undeliverable` with its last error.
+// So no message can stay pending forever and pin the consumer's max_ack_pending. The delivery count alone is never
+// a reason: restarts and outages redeliver good rollouts too (each restart redelivers the open round), and one
+// that judges fine is admitted however often it was delivered.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
@@ -25,12 +28,14 @@ import { idOf, parseRollout, validateContext, type ValidateContext } from "./val
 
 /** Last errors of messages nak'd for a transient failure, kept for the `undeliverable` rejection's message. */
 const LAST_ERRORS_KEPT = 10_000;
+/** Failed judgements in a row, by this daemon, before a message delivered too often is given up on. */
+const FAILURES_BEFORE_GIVING_UP = 3;
 
 export class Admission {
   /** rollout id → stream sequence of messages being judged */
   readonly #inflightIds = new Map<string, number>();
-  /** stream sequence → the last transient error of its judgement */
-  readonly #lastErrors = new Map<number, string>();
+  /** stream sequence → the last transient error of its judgement, and how many in a row failed here */
+  readonly #lastErrors = new Map<number, { message: string; failures: number }>();
   readonly #limits: FrameLimits;
   readonly #incoming: string;
   readonly #validate: ValidateContext;
@@ -46,17 +51,18 @@ export class Admission {
     if (this.#routeRedelivery(msg)) return;
     this.ctx.held.hold(msg);
     const deliveries = msg.info.deliveryCount;
-    if (deliveries > this.ctx.config.intake.maxDeliveries) {
-      const last = this.#lastErrors.get(msg.seq) ?? "its earlier judgements are not known to this daemon (restarted)";
-      return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${this.ctx.config.intake.maxDeliveries}); last error: ${last}`);
-    }
     try {
       await this.#judge(msg);
       this.#lastErrors.delete(msg.seq);
     } catch (err) {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
       if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
-      this.#rememberError(msg.seq, (err as Error).message);
+      const failures = this.#rememberError(msg.seq, (err as Error).message);
+      const { maxDeliveries } = this.ctx.config.intake;
+      if (deliveries > maxDeliveries && failures >= FAILURES_BEFORE_GIVING_UP) {
+        this.#lastErrors.delete(msg.seq);
+        return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed; last error: ${String((err as Error).message).slice(0, 300)}`);
+      }
       const delayMs = redeliveryDelayMs(deliveries);
       this.ctx.log.error({ err, seq: msg.seq, deliveries, retryInMs: delayMs }, "cannot admit rollout now; will be redelivered");
       this.ctx.held.nak([msg.seq], delayMs);
@@ -157,10 +163,13 @@ export class Admission {
     ctx.held.term([msg.seq], reason);
   }
 
-  #rememberError(seq: number, message: string) {
+  /** Records a failed judgement; how many in a row failed in this daemon. */
+  #rememberError(seq: number, message: string): number {
+    const failures = (this.#lastErrors.get(seq)?.failures ?? 0) + 1;
     this.#lastErrors.delete(seq);
-    this.#lastErrors.set(seq, message.slice(0, 300));
+    this.#lastErrors.set(seq, { message: message.slice(0, 300), failures });
     if (this.#lastErrors.size > LAST_ERRORS_KEPT) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
+    return failures;
   }
 }
 

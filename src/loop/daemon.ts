@@ -4,7 +4,7 @@
 // round in hand reach a safe point, nak the open round for immediate redelivery, drain).
 // The CLI decides the exit code: a fatal error (another daemon moved the state) resolves `closed` with it.
 import type { Server } from "node:http";
-import { access } from "node:fs/promises";
+import { access, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { Service } from "@nats-io/services";
@@ -247,10 +247,14 @@ export class Daemon {
     await this.#lock?.release().catch(() => {});
   }
 
-  /** The configured model and adapters exist before anything connects (the state record may later name others). */
+  /** The configured frame roots, model and adapters exist before anything connects (the state record may later name others). */
   async #checkAdapterConfig(): Promise<void> {
     if (this.config.trainer.command === null && this.config.trainer.model === null) {
       throw new ConfigError("'trainer.model' must name the base model folder (a Hugging Face Qwen3.5 checkpoint), got null (or set 'trainer.command' to run a trainer of your own)");
+    }
+    for (const root of this.config.frames.roots) {
+      const info = await stat(root).catch(() => null);
+      if (!info?.isDirectory()) throw new ConfigError(`'frames.roots' names ${root}, which is not a directory: frames by {path} under it could not be read`);
     }
     const { initial, reference } = this.config.adapter;
     await checkAdapterDir(initial ?? "", "adapter.initial").catch((cause: Error) => {

@@ -54,6 +54,14 @@ export const isStateConflict = (err: unknown): err is StateConflictError => err 
 export const isStopRequested = (err: unknown): err is StopRequestedError => err instanceof StopRequestedError;
 export const isLeaseError = (err: unknown): err is LeaseError => err instanceof LeaseError;
 
+/**
+ * Something the host or the configuration lacks right now, not the rollout: a frame root that is not there (an
+ * unmounted share), the frames object store missing. Judging is retried later (admission.ts), never a rejection.
+ */
+export class HostFaultError extends Error {
+  override name = "HostFaultError";
+}
+
 /** errno codes of failures of the host (disk, descriptors, network), not of what is being read. */
 const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);
 
@@ -64,7 +72,8 @@ const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFIL
  */
 export function isTransient(err: unknown): boolean {
   if (err instanceof natsErrors.TimeoutError || err instanceof natsErrors.ConnectionError || err instanceof natsErrors.RequestError
-    || err instanceof natsErrors.NoRespondersError || err instanceof natsErrors.ClosedConnectionError || err instanceof JetStreamError) return true;
+    || err instanceof natsErrors.NoRespondersError || err instanceof natsErrors.ClosedConnectionError || err instanceof JetStreamError
+    || err instanceof HostFaultError) return true;
   const code = (err as NodeJS.ErrnoException | null)?.code;
   return typeof code === "string" && HOST_ERRNO.has(code);
 }

@@ -4,13 +4,13 @@
 // RGB or RGBA, no palette, no interlacing, no colour-management or orientation data, see passesThrough) is
 // written as it came; anything else is re-encoded as RGB PNG, so the trainer only ever reads plain 8-bit sRGB
 // PNGs. Every failure is a RolloutRejectedError with a specific reason code.
-import { realpathSync } from "node:fs";
+import { realpathSync, statSync } from "node:fs";
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, resolve, sep } from "node:path";
 import { JetStreamApiCodes } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import sharp from "sharp";
-import { RolloutRejectedError } from "./errors.js";
+import { HostFaultError, RolloutRejectedError } from "./errors.js";
 import { isApiError } from "./reconcile.js";
 import type { ImageRef } from "../contract/index.js";
 
@@ -176,7 +176,7 @@ async function readFramePath(path: string, limits: FrameLimits): Promise<Buffer>
   try {
     real = realpathSync(lexical);
   } catch (cause) {
-    throw frameFileFailure(cause, lexical);
+    throw missingRoot(lexical, limits.roots) ?? frameFileFailure(cause, lexical);
   }
   // a symlink inside a root may point anywhere: check the resolved target against the resolved roots
   if (!insideAny(real, limits.roots.map(realRoot))) throw new RolloutRejectedError("image_outside_roots", `frame path ${JSON.stringify(path)} resolves to ${real}, outside frames.roots`);
@@ -188,6 +188,18 @@ async function readFramePath(path: string, limits: FrameLimits): Promise<Buffer>
   } catch (cause) {
     throw cause instanceof RolloutRejectedError ? cause : frameFileFailure(cause, real);
   }
+}
+
+/** A root holding `path` that is not a directory now (an unmounted share): the host's fault, not the frame's. */
+function missingRoot(path: string, roots: readonly string[]): HostFaultError | null {
+  const root = roots.find((r) => insideAny(path, [r]));
+  if (root === undefined) return null;
+  try {
+    if (statSync(root).isDirectory()) return null;
+  } catch {
+    // missing or unreadable: as below
+  }
+  return new HostFaultError(`frames root ${root} is not a directory now (unmounted?): frame ${path} cannot be looked for`);
 }
 
 /**
@@ -208,9 +220,10 @@ async function readFrameObject(name: string, limits: FrameLimits): Promise<Buffe
   try {
     store = await limits.objects();
   } catch (cause) {
-    // a bucket that does not exist holds no frame; anything else (disconnect) is not the event's fault
+    // a bucket that does not exist is the configuration's or the host's fault (frames.objectBucket mistyped, the
+    // bucket not made yet), as a disconnect is: never the rollout's, so judged again later
     if (!isApiError(cause, JetStreamApiCodes.StreamNotFound)) throw cause;
-    throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)}: the frames object store does not exist`, { cause });
+    throw new HostFaultError(`frame object ${JSON.stringify(name)}: the frames object store does not exist (frames.objectBucket)`, { cause });
   }
   const info = await store.info(name);
   if (!info || info.deleted) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)} not found`);

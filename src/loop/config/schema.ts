@@ -147,7 +147,7 @@ const Guard = z.strictObject({
 const Intake = z.strictObject({
   dedupRounds: doc(positiveInt().default(64), "committed rounds whose stream sequences the daemon keeps in memory (a redelivery of a committed rollout is acked as applied)"),
   duplicateWindowS: doc(seconds().default(3 * 86400), "how long a consumed rollout id is remembered (KV bucket `rlloop-ids`, kept across restarts): a later rollout with the same id under another stream sequence is rejected (`duplicate_id`). About 200 bytes of JetStream storage per rollout over the window"),
-  maxDeliveries: doc(positiveInt().default(100), "a message delivered more than this many times without being judged (transient failures are retried with a backoff from 5 s to 5 min) is rejected as `undeliverable` with its last error"),
+  maxDeliveries: doc(positiveInt().default(100), "a message whose judgement fails for a transient reason (retried with a backoff from 5 s to 5 min) after it was delivered more than this many times, and 3 times in a row in this daemon, is rejected as `undeliverable` with its last error; one that judges fine is admitted however often it was delivered"),
 });
 
 const Ui = z.strictObject({
@@ -214,6 +214,9 @@ export const ConfigSchema = z.strictObject({
   lease: Lease.prefault({}),
   observe: Observe.prefault({}),
   log: Log.prefault({}),
+}).refine((c) => c.gate.maxMismatchKl === null || c.trainer.mismatchStats || c.trainer.command !== null, {
+  // without the statistics the gate would find none and reject every round: a misconfiguration, found at load
+  error: "needs 'trainer.mismatchStats': true (the built-in trainer writes mismatch.k3 only then)", path: ["gate", "maxMismatchKl"],
 }).meta({ title: "rlloop daemon configuration", description: "rlloop daemon --config FILE; every field is optional (config/README.md)" });
 
 export type Config = z.output<typeof ConfigSchema>;
