@@ -102,6 +102,12 @@ describe("loop - faults", () => {
     const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("stop-publish", i, { steps: 2 })));
     await publishRollouts(e.js, rollouts);
     await waitFor("round 1 committed", async () => (await readManifest(roundDir(e.workDir, POLICY, 1)))?.status === "committed");
+    // a retry that never gives up does not look healthy: degraded, naming the step and the server's refusal
+    const health = await waitFor("degraded while the announcement is refused", async () => {
+      const h = daemon!.snapshot().health;
+      return h.status === "degraded" ? h : null;
+    });
+    expect(health.cause).toMatch(/^publish of round 1 failing \(attempt \d+, retrying\): /);
     await daemon!.stop();
     expect(await daemon!.closed).toBeNull(); // not a fatal error: the round is committed, only its announcement waits
     expect(await eventsOn(e.jsm, subjects(POLICY).adapters)).toEqual([]);
@@ -114,6 +120,7 @@ describe("loop - faults", () => {
       return list.length > 0 ? list : null;
     });
     expect(adapters.map((a) => a.round)).toEqual([1]);
+    expect(daemon.snapshot().health.status).toBe("ok");
   });
 
   it("faults - the gate refuses NaN statistics: round committed as rejected, rollouts acked, parent kept", async () => {

@@ -14,6 +14,7 @@ import { ADAPTER_BUCKET, AdapterRolledBack, adapterName, EVENT_STREAM, msgIds, s
 import { decodeWithNonFinite, encodeWithNonFinite } from "../contract/index.js";
 import { checkAdapterDir } from "../train/job-inputs.js";
 import { fetchFolder } from "./continuation.js";
+import { ObjectIntegrityError } from "./object-download.js";
 import { roundDir } from "./paths.js";
 import { withRecentAdapter, type StateRecord } from "./state.js";
 import { ADAPTER_FILES } from "./trainer.js";
@@ -67,7 +68,11 @@ export async function targetFolder(store: ObjectStore, record: StateRecord, roun
   if (!entry.objects) throw new RollbackRefusedError(`round ${round}'s adapter is neither at ${entry.path} nor in the object store`);
   const dir = round === 0 ? join(workDir, "adapters", record.policy, "r0") : join(roundDir(workDir, record.policy, round), "adapter");
   log.info({ round, objects: entry.objects.prefix, dir }, "fetching the rollback target from the object store");
-  await fetchFolder(store, entry.objects, dir);
+  await fetchFolder(store, entry.objects, dir).catch((cause: unknown) => {
+    // stored objects that are gone or differ from the record will not come back by asking again
+    if (cause instanceof ObjectIntegrityError) throw new RollbackRefusedError(`round ${round}'s stored adapter cannot be used: ${cause.message}`, { cause });
+    throw cause;
+  });
   return { ...entry, path: dir };
 }
 

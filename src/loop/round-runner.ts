@@ -24,7 +24,7 @@ import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
 import type { Probe } from "./probe.js";
 import { publishAdapter } from "./publish.js";
-import { retrying } from "./retry.js";
+import { retrying, type RetryOptions } from "./retry.js";
 import { attemptOutDir, roundJob } from "./round-job.js";
 import { withRecentAdapter, withUnpublished, type StateRecord, type StateStore } from "./state.js";
 import { betAlphas, judgeLineage, verdictOf } from "./guard.js";
@@ -113,7 +113,7 @@ export class RoundRunner {
     const adapter = await this.#placeAdapter(verdict, dir);
     await this.#recordRejections(trained.manifest);
     setPhase(ctx, "committing");
-    await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, stopped: () => ctx.stopping });
+    await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
     // what the next round continues from goes to the object store before the commit (continuation.ts)
@@ -121,12 +121,12 @@ export class RoundRunner {
       const record = await storeContinuation(this.deps.adapters, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
       await storeManifest(this.deps.adapters, committed);
       return record;
-    }, { what: `objects of round ${manifest.round}`, log: ctx.log, stopped: () => ctx.stopping });
+    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
     // without the lease, nothing is committed (lease.ts); the compare-and-set refuses a second writer anyway
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
       return this.deps.states.commit(next, ctx.state.revision);
-    }, { what: `commit of round ${manifest.round}`, log: ctx.log, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
+    }, { what: `commit of round ${manifest.round}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
     ctx.guard = verdictOf(next, ctx.config.guard);
     await pausePoint("committed", manifest.round, ctx.log);
@@ -163,7 +163,7 @@ export class RoundRunner {
     const target = await retrying(() => targetFolder(this.deps.adapters, record, judged.target, ctx.config.workDir, ctx.log).catch((err: unknown) => {
       if (isRollbackRefused(err)) return null;
       throw err;
-    }), { what: `rollback target of round ${round}`, log: ctx.log, stopped: () => ctx.stopping });
+    }), { what: `rollback target of round ${round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
     if (target === null) {
       ctx.log.error({ round, verdict: judged }, "the guard found a regression but the better adapter is not kept: no rollback");
       return verdict;
@@ -180,13 +180,15 @@ export class RoundRunner {
     const { ctx } = this;
     setPhase(ctx, "committing");
     const prev = ctx.state.record;
-    const target = await targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log);
+    // NATS or the disk failing meanwhile is retried; only what cannot be done as asked ends the request
+    const target = await retrying(() => targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log),
+      { what: `rollback target round ${to}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isRollbackRefused });
     const next = await retrying(async () => storeContinuation(this.deps.adapters, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }), prev),
-      { what: `objects of the rollback to round ${to}`, log: ctx.log, stopped: () => ctx.stopping, fatal: isRollbackRefused });
+      { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isRollbackRefused });
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
       return this.deps.states.commit(next, ctx.state.revision);
-    }, { what: `commit of the rollback to round ${to}`, log: ctx.log, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
+    }, { what: `commit of the rollback to round ${to}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
     ctx.guard = verdictOf(next, ctx.config.guard);
     ctx.log.warn({ from: prev.adapter.round, to, reason }, "rolled back by hand");
@@ -198,7 +200,7 @@ export class RoundRunner {
   async announce(record: StateRecord): Promise<AdapterRolledBack> {
     const { ctx } = this;
     setPhase(ctx, "publishing");
-    const result = await retrying(() => announceRollback(ctx.nats, record), { what: `rollback announcement ${record.rollback?.seq}`, log: ctx.log, stopped: () => ctx.stopping });
+    const result = await retrying(() => announceRollback(ctx.nats, record), { what: `rollback announcement ${record.rollback?.seq}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
     if (result.announced) {
       ctx.metrics.rollbacks.inc({ trigger: result.event.trigger });
       ctx.log.info({ to: result.event.round, from: result.event.from.round, seq: result.event.seq }, "rollback announced");
@@ -364,6 +366,19 @@ export class RoundRunner {
     return events.map((e) => this.#known.get(e.seq) as RoundRollout);
   }
 
+  /** `degraded` while a step that retries forever keeps failing (retry.ts), ok again once it succeeds. */
+  #health(): RetryOptions["health"] {
+    const { ctx } = this;
+    let cause: string | null = null;
+    return {
+      after: 5,
+      degraded: (c) => setDegraded(ctx, (cause = c)),
+      recovered: () => {
+        if (ctx.health.cause === cause) setHealthy(ctx);
+      },
+    };
+  }
+
   #throwIfStopping() {
     if (this.ctx.stopping) throw new StopRequestedError("stopping: the round stays pending for the next start");
   }
@@ -396,7 +411,7 @@ export class RoundRunner {
     const { ctx } = this;
     for (const p of manifest.poisoned) {
       await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: "poison", message: p.error, round: manifest.round }), {
-        what: "poison rejection", log: ctx.log,
+        what: "poison rejection", log: ctx.log, health: this.#health(),
       });
     }
   }
@@ -456,7 +471,7 @@ export class RoundRunner {
     const parent = ctx.state.record.lineage.find((e) => e.round === round)?.parent ?? undefined;
     const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats, ...(parent == null ? {} : { parent }) }, {
       afterPut: () => pausePoint("publishing", round, ctx.log),
-    }), { what: `publish of round ${round}`, log: ctx.log, stopped: () => ctx.stopping }).catch((err: unknown) => {
+    }), { what: `publish of round ${round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping }).catch((err: unknown) => {
       if (!ctx.stopping) throw err;
       // committed and acked already: the next start publishes it (daemon.ts), so a stop is not a failure
       ctx.log.warn({ err, round }, "publish interrupted by the stop; the next start publishes this round");
