@@ -273,6 +273,29 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const events = await eventsOn<{ seq: number; message: string }>(e.jsm, subjects(POLICY).rejected);
     expect(events.find((r) => r.seq === seq)?.message).toContain("within intake.duplicateWindowS");
   });
+  it("committed rollouts redelivered from long ago (a consumer re-created from an old floor) are acked, not trained again", async () => {
+    const cfg: ConfigInput = { intake: { dedupRounds: 1 }, round: { rows: 2, maxWaitS: null, minRows: 1 }, offPolicy: { maxStaleness: 100 } };
+    const e = await start(cfg);
+    const rollouts = await Promise.all([1, 2, 3, 4].map((r) => makeRollout(`old${r}`, 0, { steps: 2 })));
+    for (const r of rollouts) await publishRollouts(e.js, [r]);
+    const before = await settled(e, rollouts.map((r) => r.id));
+    await daemon!.stop();
+    // the consumer gone and re-created from the stream's start: every committed message is delivered again, and the
+    // daemon's memory of committed sequences holds the last round only (dedupRounds 1)
+    await e.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY));
+    const config = parseConfig(e.config({ ...quiet, ...cfg }));
+    await new Intake(e.js, e.jsm, { policy: POLICY, consumer: config.consumer, round: config.round, startSeq: () => 1 }, pino({ level: "silent" })).ensureConsumer();
+    daemon = new Daemon({ config });
+    await daemon.start();
+    await waitFor("every old message acked", async () => {
+      const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 4 ? true : null;
+    });
+    const acc = await accounting(e);
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual(rollouts.map((r) => before.rounds.get(r.id)));
+    expect(rollouts.every((r) => acc.rounds.get(r.id)?.length === 1)).toBe(true);
+    expect(acc.rejections.size).toBe(0);
+  });
 });
 
 describe("loop - own-server mode and status when NATS is down", () => {

@@ -95,7 +95,13 @@ export class Admission {
     checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
     this.#claimId(rollout.id, msg.seq);
     try {
-      await this.#checkConsumed(rollout.id, msg.seq);
+      if (await this.#consumedAlready(rollout.id, msg.seq)) {
+        // a committed round's message redelivered after its ack was lost, older than intake.dedupRounds rounds
+        // (a consumer re-created from an old ack floor): applied already, acked, never counted again
+        ctx.log.info({ seq: msg.seq, id: rollout.id }, "redelivered rollout of a committed round acked");
+        await ctx.held.ack([msg.seq]);
+        return;
+      }
       await this.#materialise(rollout, msg.seq);
       if (ctx.stopping) return ctx.held.nak([msg.seq]);
       const now = Date.now();
@@ -122,9 +128,12 @@ export class Admission {
   }
 
   /** Nor consumed within intake.duplicateWindowS (the KV memory, across restarts). */
-  async #checkConsumed(id: string, seq: number) {
+  async #consumedAlready(id: string, seq: number): Promise<boolean> {
     const consumed = await this.ctx.consumedIds.seqOf(id);
     if (consumed !== null && consumed !== seq) throw duplicateId(id, seq, `consumed under stream sequence ${consumed} (within intake.duplicateWindowS)`);
+    // recorded under this sequence and at or below the committed record's last sequence: its round committed (a round
+    // whose ids were recorded but whose commit did not happen is pending, and its messages are reserved, not judged)
+    return consumed === seq && seq <= this.ctx.state.record.last_seq;
   }
 
   /** All steps at once (decoding runs on libuv's pool, a rollout's frames overlap); the reported failure is the

@@ -1,7 +1,7 @@
 // The duplicate-id memory: every rollout id a committed round consumed, kept in KV bucket `rlloop-ids` for
 // intake.duplicateWindowS (the bucket's TTL), so it survives restarts and does not depend on how many rounds
-// passed. A rollout whose id is there under another stream sequence is a duplicate; the same sequence is a
-// redelivery. Keys are `<policy>.<sha256(id)>` (ids may hold characters KV keys may not); values the sequence.
+// passed. A rollout whose id is there under another stream sequence is a duplicate; under the same sequence (at or
+// below the committed record's last sequence) it is a committed rollout redelivered, acked as applied. Keys are `<policy>.<sha256(id)>` (ids may hold characters KV keys may not); values the sequence.
 // Cost: one KV read per judged rollout, one write per consumed rollout, ~200 bytes of storage per id over the window.
 import { createHash } from "node:crypto";
 import { Kvm, type KV } from "@nats-io/kv";
