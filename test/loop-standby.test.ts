@@ -7,7 +7,9 @@ import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
-import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
+import { Objm } from "@nats-io/obj";
+import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
+import { fetchFolder } from "../src/loop/continuation.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
 import { StateStore } from "../src/loop/state.js";
@@ -126,6 +128,10 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     expect(await active.exited).not.toBe(0);
     expect(active.lines.some((l) => l.msg === "lease lost")).toBe(true);
     expect(active.lines.some((l) => l.msg === "round committed")).toBe(false);
+    // nor did it overwrite what its successor committed: the record's objects hold the bytes it names
+    const record = (await (await StateStore.open(e.nc, POLICY, 1)).read())?.record;
+    expect(record?.adapter.objects).toBeDefined();
+    await fetchFolder(await new Objm(e.nc).open(ADAPTER_BUCKET), record!.adapter.objects!, join(e.dir, "committed-objects"));
 
     const acc = await settled(e, rollouts.map((r) => r.id), b.workDir);
     expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);

@@ -116,12 +116,14 @@ export class RoundRunner {
     await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
-    // what the next round continues from goes to the object store before the commit (continuation.ts)
+    // what the next round continues from goes to the object store before the commit (continuation.ts); only while
+    // the lease is held: a daemon that froze past the TTL must not overwrite the objects its successor committed
     const next = await retrying(async () => {
+      await this.deps.lease?.assertHeld();
       const record = await storeContinuation(this.deps.adapters, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
       await storeManifest(this.deps.adapters, committed);
       return record;
-    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
+    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isLeaseError });
     // without the lease, nothing is committed (lease.ts); the compare-and-set refuses a second writer anyway
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
