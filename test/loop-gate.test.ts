@@ -5,7 +5,8 @@ import { checkGate } from "../src/loop/gate.js";
 import type { PpoStats } from "../src/contract/index.js";
 
 const STATS: PpoStats = { pg_loss: 0.01, kl: 0.02, clip_frac: 0.1, logp_gap: 0.3, logp_gap_abs: 0.4, rows: 256, train_s: 60 };
-const gate = (g: Record<string, unknown>) => parseConfig({ gate: g }).gate;
+// the built-in trainer writes mismatch statistics only when asked (a mismatch gate without them is refused at load)
+const gate = (g: Record<string, unknown>) => parseConfig({ gate: g, trainer: { mismatchStats: true } }).gate;
 
 describe("gate", () => {
   it("passes finite stats when every threshold is off", () => {

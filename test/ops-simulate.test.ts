@@ -133,7 +133,7 @@ describe("simulate - the malformed-event table", () => {
     const valid = await buildRollout(base, 0, inline);
     const cases = await badEvents({ valid, runTag: "t", codeLength: 6, maxSteps: 64, maxPixels: 4096 * 4096, frameRoot: root });
     expect(new Set(cases.map((c) => c.id)).size).toBe(cases.length);
-    const state = { adapter: { round: 0 }, recent_adapters: [] } as unknown as Parameters<typeof checkAdapter>[1];
+    const state = { adapter: { round: 0 }, recent_adapters: [], unpublished: [] } as unknown as Parameters<typeof checkAdapter>[1];
     for (const c of cases) {
       const reason = await rejectionOf(c.payload, state);
       expect([c.label, reason]).toEqual([c.label, c.expect]);

@@ -123,6 +123,10 @@ function checkCombinations(config: Config) {
   if (config.limits.reward.min > config.limits.reward.max) {
     fail(`'limits.reward' must have min <= max, got ${JSON.stringify(config.limits.reward)}`);
   }
+  // without the statistics the gate would find none and reject every round
+  if (config.gate.maxMismatchKl !== null && !config.trainer.mismatchStats && config.trainer.command === null) {
+    fail(`'gate.maxMismatchKl' needs 'trainer.mismatchStats': true (the built-in trainer writes mismatch.k3 only then), got ${config.gate.maxMismatchKl} without it`);
+  }
   if (config.trainer.retryMinS > config.trainer.retryMaxS) {
     fail(`'trainer.retryMinS' (${config.trainer.retryMinS}) must not exceed 'trainer.retryMaxS' (${config.trainer.retryMaxS})`);
   }

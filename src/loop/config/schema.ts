@@ -214,9 +214,6 @@ export const ConfigSchema = z.strictObject({
   lease: Lease.prefault({}),
   observe: Observe.prefault({}),
   log: Log.prefault({}),
-}).refine((c) => c.gate.maxMismatchKl === null || c.trainer.mismatchStats || c.trainer.command !== null, {
-  // without the statistics the gate would find none and reject every round: a misconfiguration, found at load
-  error: "needs 'trainer.mismatchStats': true (the built-in trainer writes mismatch.k3 only then)", path: ["gate", "maxMismatchKl"],
 }).meta({ title: "rlloop daemon configuration", description: "rlloop daemon --config FILE; every field is optional (config/README.md)" });
 
 export type Config = z.output<typeof ConfigSchema>;
