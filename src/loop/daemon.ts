@@ -362,11 +362,11 @@ export class Daemon {
     const ctx = this.#ctx as LoopContext;
     const runner = this.#runner as RoundRunner;
     const record = ctx.state.record;
-    // a round committed as published is announced unless a rollback moved the record since (issue 23: a rollback
-    // happens only after its round's publish); a rollback the record names is announced unless it was
+    // in the order they happened: a rollback the record names (announced unless it was), then a round committed as
+    // published, unless a rollback moved the record since (a round whose commit rolled back trained from the target)
     const unfinished = async () => {
-      if (record.outcome === "published" && record.adapter.round === record.round) await this.#republish(record);
       if (record.rollback) await runner.announce(record);
+      if (record.outcome === "published" && record.adapter.round === record.round) await this.#republish(record);
     };
     if (pending) {
       for (const e of [...pending.events, ...pending.poisoned]) ctx.reserved.set(e.seq, e.id);

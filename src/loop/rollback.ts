@@ -1,11 +1,12 @@
 // Rollback (issue 23): the state record moves back to an earlier adapter of the lineage — served again by its own
 // versioned name, and continued by the next round with its own optimizer state — and an announcement on
 // rlloop.<policy>.adapter.rolled_back tells the reloader and the rollout workers. The live-outcome guard does it inside
-// a round's commit (round-runner.ts: that round's adapter, a child of the regressed lineage, is not published); an
+// a round's commit (round-runner.ts: that round trains again from the target and its adapter is published after the
+// rollback's announcement, a child of the target); an
 // operator does it between rounds (`rlloop rollback --to-round N` → the service's `rollback` endpoint → daemon.ts).
 // Either way it is one compare-and-set of the state record, and the announcement is idempotent like a publish: its
 // Nats-Msg-Id is <policy>.rollback.<seq>, and a start whose record names a rollback not yet announced announces it.
-// The lineage is explicit: the next round's manifest names the target as its parent.
+// The lineage is explicit: the manifest of the round that continues the target names it as its parent.
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { Logger } from "pino";
@@ -123,8 +124,9 @@ export async function announceRollback(nats: { js: JetStreamClient; jsm: JetStre
 /** The announcement of the record's rollback: the target's published files (the object store holds them). */
 export function rollbackEvent(record: StateRecord): AdapterRolledBack {
   const rb = record.rollback;
-  const objects = record.adapter.objects;
-  if (!rb || !objects) throw new Error(`round ${record.adapter.round}: a rollback needs the target's objects in the store`);
+  // the target is the record's adapter, or (the round that rolled back trained again from it) that adapter's parent
+  const objects = record.adapter.round === rb?.to ? record.adapter.objects : record.lineage.find((e) => e.round === rb?.to)?.objects;
+  if (!rb || !objects) throw new Error(`round ${rb?.to ?? record.adapter.round}: a rollback needs the target's objects in the store`);
   const files = objects.files.filter((f) => (ADAPTER_FILES as readonly string[]).includes(f.name))
     .map((f) => ({ name: f.name, object: `${objects.prefix}/${f.name}`, sha256: f.sha256, size: f.size }));
   return {

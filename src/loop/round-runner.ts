@@ -105,11 +105,17 @@ export class RoundRunner {
   async run(manifest: Manifest): Promise<void> {
     const { ctx } = this;
     const dir = roundDir(ctx.config.workDir, ctx.policy, manifest.round);
-    const trained = await this.#trainUntilDone(manifest, dir);
+    let trained = await this.#trainUntilDone(manifest, dir);
     await pausePoint("training", manifest.round, ctx.log);
     // the round's rollouts count for the adapters that served them in the record this commit writes (exactly once)
     const outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
-    const verdict = await this.#guarded(this.#judge(trained), outcomes, manifest.round);
+    let verdict = await this.#guarded(this.#judge(trained), outcomes, manifest.round);
+    if (verdict.rollback && trained.stats !== null && trained.manifest.parent.path !== verdict.rollback.target.path) {
+      // the round's rollouts are good data; its training continued the regressed lineage: trained again from the
+      // rollback's target, they continue the lineage served from now on instead of being lost with that adapter
+      trained = await this.#retrainFrom(trained.manifest, dir, verdict.rollback.target);
+      verdict = { ...this.#judge(trained), rollback: verdict.rollback };
+    }
     const adapter = await this.#placeAdapter(verdict, dir);
     await this.#recordRejections(trained.manifest);
     setPhase(ctx, "committing");
@@ -135,8 +141,9 @@ export class RoundRunner {
     await this.#afterCommit(committed, verdict, revision, dir);
     await dropOptimizer(this.deps.adapters, prev, next, ctx.log);
     this.#known.clear();
+    // in the order they happened: the rollback, then the round's own adapter (trained from its target)
     if (verdict.rollback) await this.announce(next);
-    else if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
+    if (verdict.outcome === "published" && adapter) await this.publish(manifest.round, adapter.path, verdict.stats as PpoStats);
     this.#lastArrival = null;
   }
 
@@ -155,7 +162,7 @@ export class RoundRunner {
   }
 
   /** The guard's verdict on the serving lineage once this round's rollouts count; a regression found while the guard
-   *  is enabled rolls back in this commit: the round's own adapter (a child of the regressed lineage) is not published. */
+   *  is enabled rolls back in this commit (run() then trains the round again from the target). */
   async #guarded(verdict: Verdict, outcomes: StateRecord["outcomes"], round: number): Promise<Verdict> {
     const { ctx } = this;
     const record = ctx.state.record;
@@ -174,7 +181,18 @@ export class RoundRunner {
     const reason = `live-outcome guard: r${judged.candidate} (mean ${e.candidate.mean.toFixed(4)} over ${e.candidate.count} rollouts) is worse than r${judged.target} (mean ${e.baseline.mean.toFixed(4)} over ${e.baseline.count}) by more than guard.minEffect ${e.min_effect} (${e.test} test, upper bound of the difference ${e.difference_upper.toFixed(4)}, guard.alpha ${e.alpha})`;
     ctx.log.warn({ round, candidate: judged.candidate, target: judged.target, evidence: e }, "regression on the robots: rolling back");
     const rollback = { info: { trigger: "guard" as const, regressed: judged.candidate, reason, evidence: e }, target };
-    return verdict.outcome === "published" ? { ...verdict, outcome: "rejected", reason: `not published: ${reason}`, rollback } : { ...verdict, rollback };
+    return { ...verdict, rollback };
+  }
+
+  /** The round's rows trained again, continuing `target` (a rollback decided in this round's commit). The manifest
+   *  names the new parent and goes back to `assembled` first, so a restart trains from the target, never commits the
+   *  training that continued the regressed lineage. */
+  async #retrainFrom(manifest: Manifest, dir: string, target: LineageEntry): Promise<Trained> {
+    const { ctx } = this;
+    ctx.log.warn({ round: manifest.round, from: manifest.parent.round, to: target.round }, "the round trains again from the rollback's target");
+    const again = updated(manifest, { parent: { round: target.round, path: target.path, sha256: target.sha256 }, status: "assembled" });
+    await writeManifest(dir, again);
+    return this.#trainUntilDone(again, dir);
   }
 
   /** An operator's rollback (daemon.ts runs it between rounds): one compare-and-set, then the announcement. */
@@ -419,7 +437,9 @@ export class RoundRunner {
   }
 
   async #nextState(manifest: Manifest, verdict: Verdict, adapter: { path: string; sha256: string } | null, outcomes: StateRecord["outcomes"]): Promise<StateRecord> {
-    const prev = this.ctx.state.record;
+    // a rollback decided in this commit comes first: the round's own adapter, when it has one, continues its target
+    const committed = this.ctx.state.record;
+    const prev = verdict.rollback ? rolledBack(committed, verdict.rollback.target, verdict.rollback.info) : committed;
     const floor = await this.deps.ackFloor();
     const seqs = [...manifest.events, ...manifest.poisoned].map((e) => e.seq);
     const adapterRound = adapter ? manifest.round : prev.adapter.round;
@@ -429,17 +449,18 @@ export class RoundRunner {
       round: manifest.round,
       outcome: verdict.outcome,
       adapter: adapter ? { round: manifest.round, path: adapter.path, sha256: adapter.sha256 } : prev.adapter,
-      recent_adapters: adapter ? withRecentAdapter(prev, manifest.round, adapter.sha256) : prev.recent_adapters,
+      // a target trained from in this very commit is not served on its own: the round's adapter follows at once, so
+      // staleness counts one adapter announced, not two (late rollouts of the regressed one stay one behind)
+      recent_adapters: adapter ? withRecentAdapter(committed, manifest.round, adapter.sha256) : prev.recent_adapters,
       unpublished: adapter ? prev.unpublished : withUnpublished(prev, manifest.round),
       last_seq: Math.max(prev.last_seq, ...seqs),
       ack_floor: Math.max(prev.ack_floor, floor ?? 0),
       outcomes,
       lineage: keptLineage(lineage, adapterRound, this.ctx.config.guard.baselines + 2),
+      ...(verdict.rollback && prev.rollback ? { rollback: { ...prev.rollback, round: manifest.round } } : {}),
       at: new Date().toISOString(),
     };
-    if (!verdict.rollback) return next;
-    const rolled = rolledBack(next, verdict.rollback.target, verdict.rollback.info);
-    return { ...rolled, lineage: keptLineage(rolled.lineage, rolled.adapter.round, this.ctx.config.guard.baselines + 2) };
+    return next;
   }
 
   async #afterCommit(manifest: Manifest, verdict: Verdict, revision: number, dir: string): Promise<void> {
