@@ -14,31 +14,15 @@ import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
 import { startReloader, type Reloader } from "../src/tools/reload/reloader.js";
-import { buildRollout, type RolloutOptions } from "../src/tools/sim/rollout.js";
 import { startFakeVllm, type FakeVllm } from "./helpers/fake-vllm.js";
-import { CODE_LENGTH, POLICY, accounting, cliArgs, eventsOn, misaccounted, publishRollouts, startLoopEnv, waitFor, REPO, type LoopEnv } from "./helpers/loop.js";
+import { ROUND, rollouts } from "./helpers/guard-sim.js";
+import { POLICY, accounting, cliArgs, eventsOn, misaccounted, publishRollouts, startLoopEnv, waitFor, REPO, type LoopEnv } from "./helpers/loop.js";
 import { Kvm } from "@nats-io/kv";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-/** Rollouts per round: one round of the regressed adapter's rollouts is the detection budget this test states. */
-const ROUND = 96;
 const subj = subjects(POLICY);
-
-/** The simulated fleet: skill 0.85 flat, and every adapter descending from round 2 loses 0.6 of it. */
-function sim(adapter: number, runTag: string, parentOf?: (r: number) => number | null): RolloutOptions {
-  return {
-    policy: POLICY, seed: [...runTag].reduce((h, c) => h * 31 + c.charCodeAt(0), 23) % 100_000, groupSize: 4, maxSteps: 1, codeLength: CODE_LENGTH, levels: 2, frame: { width: 32, height: 24 },
-    adapter: { round: adapter, name: `${POLICY}-r${adapter}` }, skill: { base: 0.85, perRound: 0, regressAt: 2, regressBy: 0.6 },
-    memoryBits: 0, runTag, startMs: Date.parse("2026-12-03T00:00:00Z"), spacingMs: 1000, ...(parentOf ? { parentOf } : {}),
-  };
-}
-
-async function rollouts(adapter: number, tag: string, count: number, parentOf?: (r: number) => number | null): Promise<RolloutCompletedInput[]> {
-  const opts = sim(adapter, tag, parentOf);
-  return Promise.all(Array.from({ length: count }, (_, i) => buildRollout(opts, i, { kind: "inline" })));
-}
 
 describe("loop - the live-outcome guard rolls back an adapter that does worse on the robots", () => {
   let env: LoopEnv;
