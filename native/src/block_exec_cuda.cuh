@@ -1,5 +1,5 @@
 // The block programs' CUDA executor (block_program.h): the program's thread count a block; matrix products on the
-// tensor cores in TF32 (WMMA 16x16x8 tiles, a warp taking one tile or a strip of two that share their A
+// tensor cores in TF32 (WMMA 16x16x8 tiles, a warp taking a unit of up to 2 x 2 tiles that share their
 // fragments, float32 accumulators) or, for float32 models, exact float32 on the SIMT cores; the 16-row solves one
 // column a thread in registers; reductions over warps. Everything is inlined into the program, so its
 // compile-time shapes fold into the index arithmetic.
@@ -158,76 +158,112 @@ class CudaBlock {
     for (int i = 0; i < frag.num_elements; ++i) frag.x[i] = nvcuda::wmma::__float_to_tf32(frag.x[i]);
   }
 
-  // acc[s] += op(A)[m0:m0+16, :K] op(B)[:K, n0 + 16s : n0 + 16s + 16] for the strip's kWidth tiles, the layouts
-  // fixed at compile time; the A fragment is loaded once a step for the whole strip.
-  template <int kWidth, class LayoutA, class LayoutB>
-  __device__ __forceinline__ static void strip_product(Accumulator (&acc)[kWidth], const Term& t, int m0, int n0) {
+  // part[h][r][s] += op(A)[m0 + 16r : +16, k] op(B)[k, n0 + 16s : +16] over the k-steps k = 8h, 8h + 8·kSplit, …:
+  // a warp's unit of kRows x kWidth tiles, the layouts fixed at compile time. Each k-step loads kRows A and
+  // kWidth B fragments for kRows·kWidth products, so a wider unit converts fewer fragments a product; kSplit
+  // accumulator sets interleave over k so that consecutive products do not wait on each other's results (the
+  // kernels run one or two blocks an SM: too few warps to hide a tensor-core product's latency otherwise).
+  template <int kSplit, int kRows, int kWidth, class LayoutA, class LayoutB>
+  __device__ __forceinline__ static void unit_product(Accumulator (&part)[kSplit][kRows][kWidth], const Term& t, int m0,
+                                                      int n0) {
     constexpr bool kColA = std::is_same_v<LayoutA, nvcuda::wmma::col_major>;
     constexpr bool kColB = std::is_same_v<LayoutB, nvcuda::wmma::col_major>;
-    FragmentA<LayoutA> fa;
-    FragmentB<LayoutB> fb;
-    for (int k0 = 0; k0 < t.k; k0 += 8) {
-      load_tf32(fa, kColA ? t.a + k0 * t.lda + m0 : t.a + m0 * t.lda + k0, t.lda);
+    FragmentA<LayoutA> fa[kRows];
+    FragmentB<LayoutB> fb[kWidth];
+    for (int k0 = 0; k0 < t.k; k0 += 8 * kSplit) {
 #pragma unroll
-      for (int s = 0; s < kWidth; ++s) {
-        const int n = n0 + 16 * s;
-        load_tf32(fb, kColB ? t.b + n * t.ldb + k0 : t.b + k0 * t.ldb + n, t.ldb);
-        nvcuda::wmma::mma_sync(acc[s], fa, fb, acc[s]);
+      for (int h = 0; h < kSplit; ++h) {
+        const int k = k0 + 8 * h;
+        if (kSplit > 1 && k >= t.k) break;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const int m = m0 + 16 * r;
+          load_tf32(fa[r], kColA ? t.a + k * t.lda + m : t.a + m * t.lda + k, t.lda);
+        }
+#pragma unroll
+        for (int s = 0; s < kWidth; ++s) {
+          const int n = n0 + 16 * s;
+          load_tf32(fb[s], kColB ? t.b + n * t.ldb + k : t.b + k * t.ldb + n, t.ldb);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int s = 0; s < kWidth; ++s) nvcuda::wmma::mma_sync(part[h][r][s], fa[r], fb[s], part[h][r][s]);
       }
     }
   }
 
-  template <int kWidth>
-  __device__ __forceinline__ static void term_product(Accumulator (&acc)[kWidth], const Term& t, int m0, int n0) {
+  template <int kSplit, int kRows, int kWidth>
+  __device__ __forceinline__ static void term_product(Accumulator (&part)[kSplit][kRows][kWidth], const Term& t, int m0,
+                                                      int n0) {
     using nvcuda::wmma::col_major;
     using nvcuda::wmma::row_major;
     if (t.transpose_a) {
-      if (t.transpose_b) strip_product<kWidth, col_major, col_major>(acc, t, m0, n0);
-      else strip_product<kWidth, col_major, row_major>(acc, t, m0, n0);
+      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, col_major, col_major>(part, t, m0, n0);
+      else unit_product<kSplit, kRows, kWidth, col_major, row_major>(part, t, m0, n0);
     } else {
-      if (t.transpose_b) strip_product<kWidth, row_major, col_major>(acc, t, m0, n0);
-      else strip_product<kWidth, row_major, row_major>(acc, t, m0, n0);
+      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, row_major, col_major>(part, t, m0, n0);
+      else unit_product<kSplit, kRows, kWidth, row_major, row_major>(part, t, m0, n0);
     }
   }
 
-  // The output in strips of kWidth tiles along N, strips spread over the warps.
-  template <int kWidth>
-  __device__ __forceinline__ void mm_strips(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
-    const int warp = threadIdx.x / cuda::kWarp, strips_n = N / (16 * kWidth), strips = (M / 16) * strips_n;
-    for (int strip = warp; strip < strips; strip += kBlockWarps) {
-      const int m0 = (strip / strips_n) * 16, n0 = (strip % strips_n) * 16 * kWidth;
-      Accumulator acc[kWidth];
+  // The output in units of kRows x kWidth tiles, units spread over the warps.
+  template <int kSplit, int kRows, int kWidth>
+  __device__ __forceinline__ void mm_units(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    const int warp = threadIdx.x / cuda::kWarp, units_n = N / (16 * kWidth), units = (M / (16 * kRows)) * units_n;
+    for (int unit = warp; unit < units; unit += kBlockWarps) {
+      const int m0 = (unit / units_n) * 16 * kRows, n0 = (unit % units_n) * 16 * kWidth;
+      Accumulator acc[kRows][kWidth];
 #pragma unroll
-      for (int s = 0; s < kWidth; ++s) {
-        if (beta != 0.0f) {
-          nvcuda::wmma::load_matrix_sync(acc[s], C + m0 * ldc + n0 + 16 * s, ldc, nvcuda::wmma::mem_row_major);
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
-          for (int i = 0; i < acc[s].num_elements; ++i) acc[s].x[i] *= beta;
-        } else {
-          nvcuda::wmma::fill_fragment(acc[s], 0.0f);
+        for (int s = 0; s < kWidth; ++s) {
+          float* c = C + (m0 + 16 * r) * ldc + n0 + 16 * s;
+          if (beta != 0.0f) {
+            nvcuda::wmma::load_matrix_sync(acc[r][s], c, ldc, nvcuda::wmma::mem_row_major);
+#pragma unroll
+            for (int i = 0; i < acc[r][s].num_elements; ++i) acc[r][s].x[i] *= beta;
+          } else {
+            nvcuda::wmma::fill_fragment(acc[r][s], 0.0f);
+          }
         }
-      }
       for (int t = 0; t < count; ++t) {
-        Accumulator part[kWidth];
+        Accumulator part[kSplit][kRows][kWidth];
 #pragma unroll
-        for (int s = 0; s < kWidth; ++s) nvcuda::wmma::fill_fragment(part[s], 0.0f);
-        term_product<kWidth>(part, terms[t], m0, n0);
+        for (int h = 0; h < kSplit; ++h)
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int s = 0; s < kWidth; ++s) nvcuda::wmma::fill_fragment(part[h][r][s], 0.0f);
+        term_product<kSplit, kRows, kWidth>(part, terms[t], m0, n0);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int s = 0; s < kWidth; ++s)
+#pragma unroll
+            for (int i = 0; i < acc[r][s].num_elements; ++i) {
+              float p = part[0][r][s].x[i];
+#pragma unroll
+              for (int h = 1; h < kSplit; ++h) p += part[h][r][s].x[i];
+              acc[r][s].x[i] += terms[t].alpha * p;
+            }
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
         for (int s = 0; s < kWidth; ++s)
-#pragma unroll
-          for (int i = 0; i < acc[s].num_elements; ++i) acc[s].x[i] += terms[t].alpha * part[s].x[i];
-      }
-#pragma unroll
-      for (int s = 0; s < kWidth; ++s)
-        nvcuda::wmma::store_matrix_sync(C + m0 * ldc + n0 + 16 * s, acc[s], ldc, nvcuda::wmma::mem_row_major);
+          nvcuda::wmma::store_matrix_sync(C + (m0 + 16 * r) * ldc + n0 + 16 * s, acc[r][s], ldc,
+                                          nvcuda::wmma::mem_row_major);
     }
   }
 
-  // Strips of two tiles where there are enough tiles to keep every warp busy with them, single tiles otherwise.
+  // The widest unit that still gives every warp one: 2 x 2 tiles, else strips of two, else single tiles; a unit
+  // that leaves a warp a single pass over the output splits its k-steps over two accumulator sets.
   __device__ __forceinline__ void mm_tensor_cores(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
     const int tiles = (M / 16) * (N / 16);
-    if (N % 32 == 0 && tiles >= 2 * kBlockWarps) mm_strips<2>(M, N, terms, count, C, ldc, beta);
-    else mm_strips<1>(M, N, terms, count, C, ldc, beta);
+    if (M % 32 == 0 && N % 32 == 0 && tiles >= 4 * kBlockWarps) mm_units<1, 2, 2>(M, N, terms, count, C, ldc, beta);
+    else if (N % 32 == 0 && tiles >= 2 * kBlockWarps) mm_units<2, 1, 2>(M, N, terms, count, C, ldc, beta);
+    else mm_units<2, 1, 1>(M, N, terms, count, C, ldc, beta);
   }
 };
 
