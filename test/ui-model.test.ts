@@ -4,7 +4,7 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, test, vi } from "vitest";
 import { checkAccess, isLoopbackHost, LOOPBACK_HOSTS, TOKEN_COOKIE } from "../src/tools/ui/access.js";
-import type { UiPatch, UiSnapshot } from "../src/tools/ui/model.js";
+import type { RollbackRow, UiPatch, UiSnapshot } from "../src/tools/ui/model.js";
 import { decodeView, encodeView } from "../src/tools/ui/view-codec.js";
 import { rejectionColumns, tickLabels } from "../src/tools/ui/page/charts.js";
 import { num } from "../src/tools/ui/page/format.js";
@@ -12,7 +12,17 @@ import { applyPatch } from "../src/tools/ui/page/view-state.js";
 import { RewardTally } from "../src/tools/ui/reward.js";
 import { UiStore } from "../src/tools/ui/store.js";
 
-const newStore = () => new UiStore({ policy: "bt", source: "nats://x", meanings: { phases: {}, reasons: {} }, flushMs: 10_000 });
+/** A rollback as the source reports it: an operator's from r`from` to r`to` after round `round` unless told. */
+const rollback = (seq: number, over: Partial<RollbackRow> = {}): RollbackRow => ({
+  seq, trigger: "manual", fromRound: 4, regressedRound: null, toRound: 2, toName: "bt-r2", toSha256: "ab".repeat(32), committedRound: 4,
+  reason: `rollback ${seq}`, evidence: null, atMs: 1000 * seq, ...over,
+});
+const EVIDENCE = {
+  test: "paired", alpha: 0.05, minEffect: 0.05, candidate: { round: 3, count: 96, mean: 0.25, bound: 0.31 }, baseline: { round: 2, count: 192, mean: 0.85, bound: 0.8 },
+  pairs: 40, differenceUpper: -0.49,
+} as const;
+
+const newStore = () => new UiStore({ policy: "bt", source: "nats://x", meanings: { phases: {}, reasons: {}, triggers: {} }, flushMs: 10_000 });
 
 describe("ui - store", () => {
   test("a round's row folds its steps; latency runs from the close to the announcement", () => {
@@ -58,10 +68,43 @@ describe("ui - store", () => {
     ] }]);
   });
 
+  test("a rollback is kept once per seq: a duplicated announcement changes nothing, and replaces what the state record told", () => {
+    const store = newStore();
+    store.rollbackIfMissing(rollback(1, { reason: "from the state record", toSha256: null }));
+    store.rollback(rollback(1, { reason: "announced" }));
+    store.rollback(rollback(1, { reason: "announced again, differently" }));
+    store.rollbackIfMissing(rollback(1, { reason: "the state record again" }));
+    store.rollback(rollback(3));
+    store.rollbackIfMissing(rollback(2, { reason: "only in the state record" }));
+    expect(store.snapshot().rollbacks.map((r) => [r.seq, r.reason, r.toSha256])).toEqual([
+      [1, "announced", "ab".repeat(32)], [2, "only in the state record", "ab".repeat(32)], [3, "rollback 3", "ab".repeat(32)],
+    ]);
+  });
+
+  test("many rollbacks, out of order and duplicated, are one patch and one ordered list", () => {
+    vi.useFakeTimers();
+    try {
+      const store = new UiStore({ policy: "bt", source: "x", meanings: { phases: {}, reasons: {}, triggers: {} }, flushMs: 100 });
+      const patches: UiPatch[] = [];
+      store.subscribe((p) => patches.push(p));
+      const seqs = Array.from({ length: 2000 }, (_, i) => ((i * 7919) % 2000) + 1);
+      for (const seq of [...seqs, ...seqs.slice(0, 500)]) store.rollback(rollback(seq, { committedRound: Math.ceil(seq / 50) }));
+      vi.advanceTimersByTime(100);
+      expect(patches).toHaveLength(1);
+      expect(patches[0]?.rollbacks).toHaveLength(2000);
+      const snap = store.snapshot();
+      expect(snap.rollbacks.map((r) => r.seq)).toEqual(Array.from({ length: 2000 }, (_, i) => i + 1));
+      const view = applyPatch({ ...snap, revision: 0, rollbacks: [] }, patches[0] as UiPatch);
+      expect(view.rollbacks.map((r) => r.seq)).toEqual(snap.rollbacks.map((r) => r.seq));
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   test("changes are coalesced into one patch; a snapshot flushes first, so a new listener misses nothing and gets nothing twice", () => {
     vi.useFakeTimers();
     try {
-      const store = new UiStore({ policy: "bt", source: "x", meanings: { phases: {}, reasons: {} }, flushMs: 100 });
+      const store = new UiStore({ policy: "bt", source: "x", meanings: { phases: {}, reasons: {}, triggers: {} }, flushMs: 100 });
       const early: UiPatch[] = [];
       store.subscribe((p) => early.push(p));
       for (let i = 0; i < 50; i++) store.reward(1, i);
@@ -102,6 +145,12 @@ describe("ui - the page's copy of the view model", () => {
     const next = applyPatch(view, { revision: view.revision + 1, rounds: [round(2, "published"), round(4, "closed"), round(3, "closed")] });
     expect(next.rounds.map((r) => [r.round, r.status])).toEqual([[1, "published"], [2, "published"], [3, "closed"], [4, "closed"]]);
     expect(view.rounds).toHaveLength(2); // the old copy is untouched
+  });
+
+  test("a patch's rollbacks replace by seq and keep the list in seq order", () => {
+    const view = { ...base(), rollbacks: [rollback(1), rollback(3)] };
+    const next = applyPatch(view, { revision: view.revision + 1, rollbacks: [rollback(2), rollback(3, { reason: "again" })] });
+    expect(next.rollbacks.map((r) => [r.seq, r.reason])).toEqual([[1, "rollback 1"], [2, "rollback 2"], [3, "again"]]);
   });
 
   test("a patch not newer than the view changes nothing", () => {
@@ -197,6 +246,8 @@ describe("ui - view model JSON", () => {
     store.round(1, { status: "rejected", pg_loss: Number.NaN, kl: Number.POSITIVE_INFINITY, note: "NaN" });
     store.round(2, { status: "published", pg_loss: -0.5 });
     store.rejection({ atMs: 1, reason: "invalid_schema", message: "Infinity", id: "NaN", seq: 1 });
+    store.rollback(rollback(1));
+    store.rollback(rollback(2, { trigger: "guard", evidence: EVIDENCE, reason: "NaN" }));
     const snap = store.snapshot();
     const back = decodeView<UiSnapshot>(encodeView(snap));
     expect(back).toEqual(snap);

@@ -11,7 +11,8 @@ import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jets
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import {
-  STATE_BUCKET, eventSubject, stateKey, statsReplacer, subjects, type PpoStats, type RoundSummary, type StatsEvent,
+  STATE_BUCKET, eventSubject, stateKey, statsReplacer, subjects, type AdapterRolledBack, type GuardEvidence, type PpoStats, type RoundSummary,
+  type StateRecord, type StatsEvent,
 } from "../src/contract/index.js";
 import { ConfigSchema } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
@@ -61,6 +62,30 @@ async function publishRound(js: JetStreamClient, round: number, outcome: "publis
   }
 }
 
+const EVIDENCE: GuardEvidence = {
+  test: "paired", alpha: 0.05, min_effect: 0.05, candidate: { round: 38, count: 96, mean: 0.25, bound: 0.31 },
+  baseline: { round: 36, count: 192, mean: 0.85, bound: 0.8 }, pairs: 40, difference_upper: -0.49,
+};
+
+/** A rollback's announcement as the daemon publishes it (src/loop/rollback.ts): from r`from` to r`to`. */
+function rolledBack(seq: number, from: number, to: number, over: Partial<AdapterRolledBack> = {}): AdapterRolledBack {
+  return {
+    type: "adapter.rolled_back", policy: P, seq, trigger: "manual", round: to, name: `${P}-r${to}`, object: `${P}/r${to}`, bucket: "rlloop-adapters",
+    sha256: SHA(to), files: [], from: { round: from, name: `${P}-r${from}` }, regressed: null, reason: `rollback ${seq}`, evidence: null,
+    committed_round: from, at: at(1000 + seq), ...over,
+  };
+}
+
+/** The state record the daemon commits (version 2), serving `adapter`, with its last rollback. */
+function stateRecord(round: number, adapter: number, rollback: StateRecord["rollback"] = null): StateRecord {
+  return {
+    version: 2, policy: P, round, outcome: "published", adapter: { round: adapter, path: `/a/${adapter}`, sha256: SHA(adapter) },
+    reference: { path: "/ref", sha256: null }, last_seq: 1, ack_floor: 1, recent_adapters: [], unpublished: [],
+    outcomes: { range: null, adapters: [] }, lineage: [0, 1, 2, 3].map((r) => ({ round: r, parent: r === 0 ? null : r - 1, path: `/a/${r}`, sha256: SHA(r) })),
+    rollback, at: at(round * 10),
+  };
+}
+
 async function until(store: UiStore, ok: (s: UiSnapshot) => boolean): Promise<UiSnapshot> {
   for (;;) {
     const snap = store.snapshot();
@@ -89,6 +114,13 @@ describe("ui - source, against a real nats-server", () => {
     await publishEvent(js, { type: "round.attempt_failed", policy: P, round: 41, at: at(411), attempt: 1, fault: "trainer", error: "exit 1" } as never);
     await publishEvent(js, { type: "rollout.rejected", policy: P, seq: 3, id: "x-3", reason: "stale_adapter", message: "served by r1, 3 behind", at: at(100) } as never);
     await publishEvent(js, { type: "replica.loaded", policy: P, replica: "http://gpu1:8000", name: `${P}-r40`, at: at(406) } as never);
+    // the guard's rollback found in round 40's commit; the same seq again (a re-publish: the first stands); one naming
+    // rounds this history never had; another policy's; and one that does not parse
+    await publishEvent(js, rolledBack(1, 39, 36, { trigger: "guard", regressed: 38, evidence: EVIDENCE, committed_round: 40, reason: "the guard: r38 worse than r36" }));
+    await publishEvent(js, rolledBack(1, 40, 3, { reason: "the same seq again" }));
+    await publishEvent(js, rolledBack(2, 500, 77, { committed_round: 900 }));
+    await js.publish(eventSubject("other", "adapter.rolled_back"), JSON.stringify({ ...rolledBack(3, 40, 39), policy: "other" }));
+    await js.publish(eventSubject(P, "adapter.rolled_back"), JSON.stringify({ ...rolledBack(4, 40, 39), seq: "four" }));
     // another policy's events and messages that are not events at all are skipped
     await js.publish(eventSubject("other", "round.closed"), JSON.stringify({ type: "round.closed", policy: "other", round: 1, at: at(0), trigger: "rows", rows: 1, rollouts: 1 }));
     await js.publish(eventSubject(P, "round.closed"), "{not json");
@@ -120,6 +152,16 @@ describe("ui - source, against a real nats-server", () => {
     expect(snap.adapters[39]).toMatchObject({ round: 40, name: "bt-r40", sha256: SHA(40), verdict: "passed" });
     expect(snap.reasons).toEqual([{ reason: "stale_adapter", count: 1, lastAtMs: Date.parse(at(100)), lastMessage: "served by r1, 3 behind" }]);
     expect(snap.replicas).toEqual([{ replica: "http://gpu1:8000", loads: [{ name: "bt-r40", status: "loaded", reason: null, atMs: Date.parse(at(406)) }] }]);
+    expect(snap.rollbacks).toEqual([
+      {
+        seq: 1, trigger: "guard", fromRound: 39, regressedRound: 38, toRound: 36, toName: "bt-r36", toSha256: SHA(36), committedRound: 40,
+        reason: "the guard: r38 worse than r36", atMs: Date.parse(at(1001)),
+        evidence: { test: "paired", alpha: 0.05, minEffect: 0.05, candidate: EVIDENCE.candidate, baseline: EVIDENCE.baseline, pairs: 40, differenceUpper: -0.49 },
+      },
+      expect.objectContaining({ seq: 2, fromRound: 500, toRound: 77, committedRound: 900, evidence: null }),
+    ]);
+    // a rollback adds no adapter, and no round, that the loop's history does not have
+    expect(snap.adapters.map((a) => a.round)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
     // the newest 20 of 30 rollouts: i = 10..29
     const expected = new Map<number, number[]>();
     for (let i = 10; i < 30; i++) expected.set(i % 3, [...(expected.get(i % 3) ?? []), i % 3 + (i % 5) / 10]);
@@ -150,6 +192,39 @@ describe("ui - source, against a real nats-server", () => {
       servingAdapter: { round: 42, sha256: SHA(42) },
     });
     expect(snap.rewards.find((r) => r.adapterRound === 41)).toMatchObject({ count: 1, mean: 0.75 });
+  });
+
+  test("source - a monitor started after the rollbacks reads them from the stream, and from the state record's revisions", async () => {
+    const fresh = await startNatsServer();
+    const nc2 = await connect({ servers: fresh.url });
+    try {
+      await ensureStreams(await jetstreamManager(nc2), ConfigSchema.parse({}).stream);
+      const js2 = jetstream(nc2);
+      for (const round of [1, 2, 3, 4, 5]) await publishRound(js2, round, "published");
+      // #1, the guard's in round 5's commit, only in an older revision of the state record (its announcement older
+      // than the events stream keeps); #2, an operator's after it, announced and in the newest revision
+      const manual = rolledBack(2, 5, 1, { committed_round: 5, reason: "announced" });
+      await js2.publish(eventSubject(P, manual.type), JSON.stringify(manual));
+      const kv = await new Kvm(nc2).create(STATE_BUCKET, { history: 8 });
+      const fromRecord = (seq: number, trigger: "guard" | "manual", from: number, to: number, reason: string) => ({
+        seq, trigger, from, to, regressed: trigger === "guard" ? 3 : null, reason, evidence: trigger === "guard" ? EVIDENCE : null, round: 5, at: at(1000 + seq),
+      });
+      await kv.put(stateKey(P), JSON.stringify(stateRecord(4, 4)));
+      await kv.put(stateKey(P), JSON.stringify(stateRecord(5, 5, fromRecord(1, "guard", 4, 2, "r3 worse than r2"))));
+      await kv.put(stateKey(P), JSON.stringify(stateRecord(5, 1, fromRecord(2, "manual", 5, 1, "as the record says"))));
+      const src = await startUiSource(nc2, { policy: P, source: fresh.url, requestTimeoutMs: 200 });
+      const snap = await until(src.store, (s) => s.caughtUp && s.rollbacks.length === 2 && s.rollbacks[1]?.reason === "announced" && s.live.servingAdapter?.round === 1);
+      expect(snap.rollbacks.map((r) => [r.seq, r.trigger, r.fromRound, r.toRound, r.committedRound, r.reason])).toEqual([
+        [1, "guard", 4, 2, 5, "r3 worse than r2"], [2, "manual", 5, 1, 5, "announced"],
+      ]);
+      // what the record alone tells: the target's weights from its lineage, and the guard's evidence
+      expect(snap.rollbacks[0]).toMatchObject({ toName: "bt-r2", toSha256: SHA(2), regressedRound: 3, evidence: { test: "paired", differenceUpper: -0.49 } });
+      expect(snap.live.servingAdapter).toEqual({ round: 1, name: "bt-r1", sha256: SHA(1) });
+      await src.stop();
+    } finally {
+      await nc2.close();
+      await fresh.stop();
+    }
   });
 
   test("source - rounds the events stream no longer holds come from the daemon's summaries", async () => {

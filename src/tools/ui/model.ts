@@ -34,8 +34,9 @@ export interface UiLive {
   statsAtMs: number | null;
   /** how often the daemon publishes one (s), to tell a stale snapshot; null = unknown */
   statsIntervalS: number | null;
-  /** the adapter rollouts should be served by (committed state record) */
-  servingAdapter: { round: number; sha256: string | null } | null;
+  /** the adapter rollouts should be served by (committed state record: after a rollback, its target or the round
+   *  trained again from it, never the regressed adapter); `name` is the versioned name replicas load */
+  servingAdapter: { round: number; name: string; sha256: string | null } | null;
   /** whether the monitor is connected to NATS */
   connected: boolean;
   /** one line about a problem of the monitor itself (service not answering, connection lost, stopped) */
@@ -128,13 +129,67 @@ export interface ReplicaRow {
   loads: ReplicaLoad[];
 }
 
-/** Meanings of the codes the page shows (phases, reject reasons), from the wire contract's tables. */
+/** One side of the guard's comparison, as its evidence states it. */
+export interface RollbackSide {
+  /** the adapter */
+  round: number;
+  /** its committed rollouts */
+  count: number;
+  /** their mean episode reward */
+  mean: number;
+  /** the confidence bound used, in reward units: the upper for the candidate, the lower for the baseline */
+  bound: number;
+}
+
+/** Why the live-outcome guard rolled back: its test and the numbers it decided on. */
+export interface RollbackEvidence {
+  test: "unpaired" | "paired";
+  /** the false-rollback rate the decision holds to (guard.alpha) */
+  alpha: number;
+  /** guard.minEffect, reward units */
+  minEffect: number;
+  /** the adapter found worse */
+  candidate: RollbackSide;
+  /** the earlier adapter found better (the target) */
+  baseline: RollbackSide;
+  /** groups compared pairwise (paired test) */
+  pairs: number | null;
+  /** upper confidence bound of candidate − baseline mean reward: a rollback needs it below −minEffect */
+  differenceUpper: number;
+}
+
+/** A rollback: the loop went back to serving and continuing an earlier adapter (the live-outcome guard, or an
+ *  operator's `rlloop rollback`). Keyed by `seq`, the daemon's count of rollbacks of the policy. */
+export interface RollbackRow {
+  seq: number;
+  /** guard | manual */
+  trigger: string;
+  /** the adapter served before */
+  fromRound: number;
+  /** the adapter the guard found worse (null: manual); it may be an ancestor of `fromRound` */
+  regressedRound: number | null;
+  /** the adapter served and continued from then on (the target) */
+  toRound: number;
+  /** the target's versioned name and weights' sha256 (null when only the state record told of it) */
+  toName: string;
+  toSha256: string | null;
+  /** the round that committed it: a guard's rollback trains that round again from the target; an operator's comes
+   *  after it, and the next round continues the target */
+  committedRound: number;
+  reason: string;
+  /** the guard's evidence (null: manual) */
+  evidence: RollbackEvidence | null;
+  atMs: number;
+}
+
+/** Meanings of the codes the page shows (phases, reject reasons, rollback triggers), from the wire contract's tables. */
 export interface UiMeanings {
   phases: Record<string, string>;
   reasons: Record<string, string>;
+  triggers: Record<string, string>;
 }
 
-/** Everything the page shows. Lists are in ascending order (rounds by round, rejections by time). */
+/** Everything the page shows. Lists are in ascending order (rounds by round, rejections by time, rollbacks by seq). */
 export interface UiSnapshot {
   /** the view model's format, bumped on incompatible changes */
   format: 1;
@@ -153,6 +208,8 @@ export interface UiSnapshot {
   rejections: RejectionPoint[];
   adapters: AdapterRow[];
   replicas: ReplicaRow[];
+  /** by seq */
+  rollbacks: RollbackRow[];
 }
 
 /** What changed since the previous revision: rows replace rows with the same key; rejections are new ones. */
@@ -166,4 +223,5 @@ export interface UiPatch {
   rejections?: RejectionPoint[];
   adapters?: AdapterRow[];
   replicas?: ReplicaRow[];
+  rollbacks?: RollbackRow[];
 }

@@ -2,25 +2,28 @@
 // reads what any monitor may read (a monitor runs anywhere the loop's NATS is reachable; it never talks to the
 // daemon's disk or process):
 //   - the events stream RLLOOP_EVENTS from its start, one ordered consumer per kind of event (round lifecycle,
-//     rejections, adapter announcements, replica loads), then live: a long run's history, no matter how long;
+//     rejections, adapter announcements — published adapters and rollbacks —, replica loads), then live: a long
+//     run's history, no matter how long;
 //   - the newest `rewardHistory` messages of RLLOOP_ROLLOUTS, then live, for the reward of each serving adapter
 //     (the daemon's answers carry no per-adapter outcome);
 //   - the stats subject (core NATS) and the service's status answer, for what the daemon is doing now;
-//   - the state record in KV, for the committed round and the adapter being served;
+//   - the state record in KV (every revision the bucket keeps, then live), for the committed round, the adapter
+//     being served and the last rollback (the events stream may no longer hold its announcement);
 //   - the service's round summaries, for rounds whose events the stream no longer holds.
 // One ordered consumer per event kind rather than one over several subjects: a list of filter subjects needs
 // nats-server 2.10, and the loop supports 2.9. A message that does not parse is skipped: a monitor must never die
 // of what it watches. When the wire contract changes, this file is what changes.
 import { setTimeout as sleep } from "node:timers/promises";
 import { DeliverPolicy, jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
+import { KvWatchInclude, Kvm } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/nats-core";
 import { z } from "zod";
 import {
-  AdapterPublished, decodeMessage, EVENT_STREAM, Phase, RejectReason, ReplicaEvent, ROLLOUT_STREAM, RolloutRejected, RoundEvent, RoundSummary,
-  ROUNDS_QUERY_MAX, STATE_BUCKET, StatsEvent, parseStateRecord, stateKey, subjects, type PpoStats,
+  AdapterPublished, AdapterRolledBack, adapterName, decodeMessage, EVENT_STREAM, Phase, RejectReason, ReplicaEvent, ROLLOUT_STREAM, RolloutRejected,
+  RollbackTrigger, RoundEvent, RoundSummary, ROUNDS_QUERY_MAX, STATE_BUCKET, StatsEvent, parseStateRecord, stateKey, subjects,
+  type GuardEvidence, type PpoStats, type StateRecord,
 } from "../../contract/index.js";
-import type { UiLive } from "./model.js";
+import type { RollbackEvidence, RollbackRow, UiLive } from "./model.js";
 import { UiStore, type RoundChange } from "./store.js";
 
 export interface UiSourceOptions {
@@ -56,7 +59,7 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
   const opts = { rewardHistory: 5000, requestTimeoutMs: 2000, roundRows: null, statsIntervalS: null, flushMs: 100, ...options };
   const names = subjects(opts.policy);
   const store = new UiStore({
-    policy: opts.policy, source: opts.source, flushMs: opts.flushMs, meanings: { phases: { ...Phase }, reasons: { ...RejectReason } },
+    policy: opts.policy, source: opts.source, flushMs: opts.flushMs, meanings: { phases: { ...Phase }, reasons: { ...RejectReason }, triggers: { ...RollbackTrigger } },
   });
   store.live({ connected: !nc.isClosed(), roundRows: opts.roundRows, statsIntervalS: opts.statsIntervalS });
   const stopping = new AbortController();
@@ -162,11 +165,43 @@ export function applyRejection(store: UiStore, raw: unknown): void {
   store.rejection({ atMs: ms(e.at), reason: e.reason, message: e.message, id: e.id, seq: e.seq });
 }
 
+/** An adapter announcement (rlloop.<policy>.adapter.>): a published adapter, or a rollback to an earlier one. */
 export function applyAdapter(store: UiStore, raw: unknown): void {
+  if ((raw as { type?: unknown } | null)?.type === "adapter.rolled_back") return applyRollback(store, raw);
   const parsed = AdapterPublished.safeParse(raw);
   if (!parsed.success || parsed.data.policy !== store.policy) return;
   const e = parsed.data;
   store.adapter({ round: e.round, name: e.name, sha256: e.sha256, verdict: "passed", reason: null, atMs: ms(e.at) });
+}
+
+export function applyRollback(store: UiStore, raw: unknown): void {
+  const parsed = AdapterRolledBack.safeParse(raw);
+  if (!parsed.success || parsed.data.policy !== store.policy) return;
+  const e = parsed.data;
+  store.rollback({
+    seq: e.seq, trigger: e.trigger, fromRound: e.from.round, regressedRound: e.regressed, toRound: e.round, toName: e.name,
+    toSha256: e.sha256, committedRound: e.committed_round, reason: e.reason, evidence: evidenceOf(e.evidence), atMs: ms(e.at),
+  });
+}
+
+/** The last rollback a state record names, as far as the record tells it: the target's sha256 when the record still
+ *  names the target's weights (it is the adapter served, or one of the lineage). */
+export function rollbackFromState(record: StateRecord): RollbackRow | null {
+  const rb = record.rollback;
+  if (!rb) return null;
+  const target = record.adapter.round === rb.to ? record.adapter : record.lineage.find((e) => e.round === rb.to);
+  return {
+    seq: rb.seq, trigger: rb.trigger, fromRound: rb.from, regressedRound: rb.regressed, toRound: rb.to, toName: adapterName(record.policy, rb.to),
+    toSha256: target?.sha256 ?? null, committedRound: rb.round, reason: rb.reason, evidence: evidenceOf(rb.evidence), atMs: ms(rb.at),
+  };
+}
+
+function evidenceOf(e: GuardEvidence | null): RollbackEvidence | null {
+  if (e === null) return null;
+  return {
+    test: e.test, alpha: e.alpha, minEffect: e.min_effect, candidate: { ...e.candidate }, baseline: { ...e.baseline }, pairs: e.pairs,
+    differenceUpper: e.difference_upper,
+  };
 }
 
 export function applyReplica(store: UiStore, raw: unknown): void {
@@ -300,20 +335,18 @@ async function askSummaries(nc: NatsConnection, subject: string, timeoutMs: numb
   }
 }
 
-/** The committed state record: the current round and the adapter rollouts should be served by. */
+/** The committed state record: the current round, the adapter rollouts should be served by, the last rollback. */
 async function followState(nc: NatsConnection, policy: string, store: UiStore, signal: AbortSignal, stoppers: Array<() => unknown>): Promise<void> {
   try {
     const kv = await retry(() => new Kvm(nc).open(STATE_BUCKET).then(async (b) => (await b.status(), b)), signal);
-    const watch = await kv.watch({ key: stateKey(policy) });
+    // every revision the bucket keeps, oldest first: each names the rollback last done when it was committed, so
+    // two rollbacks a few rounds apart are both told even when the events stream no longer holds them
+    const watch = await kv.watch({ key: stateKey(policy), include: KvWatchInclude.AllHistory });
     stoppers.push(() => watch.stop());
     for await (const entry of watch) {
       if (entry.operation !== "PUT") continue;
       try {
-        const record = parseStateRecord(entry.json());
-        // the committed round goes with open and training round, which only stats carry: from here only until
-        // stats arrive, so the three never disagree
-        const committed = store.liveNow().statsAtMs === null ? { committedRound: record.round } : {};
-        store.live({ ...committed, servingAdapter: { round: record.adapter.round, sha256: record.adapter.sha256 } });
+        applyState(store, parseStateRecord(entry.json()));
       } catch {
         // a record this monitor cannot read: the stats event still says the round
       }
@@ -321,4 +354,16 @@ async function followState(nc: NatsConnection, policy: string, store: UiStore, s
   } catch {
     // stopped while waiting for the bucket
   }
+}
+
+/** One revision of the state record (revisions come in order, so the newest is applied last). */
+export function applyState(store: UiStore, record: StateRecord): void {
+  if (record.policy !== store.policy) return;
+  // the committed round goes with open and training round, which only stats carry: from here only until
+  // stats arrive, so the three never disagree
+  const committed = store.liveNow().statsAtMs === null ? { committedRound: record.round } : {};
+  const a = record.adapter;
+  store.live({ ...committed, servingAdapter: { round: a.round, name: adapterName(store.policy, a.round), sha256: a.sha256 } });
+  const rollback = rollbackFromState(record);
+  if (rollback) store.rollbackIfMissing(rollback);
 }

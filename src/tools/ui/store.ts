@@ -3,7 +3,7 @@
 // of rollouts is one patch, not hundreds) and flushed in order, so a page is at most `flushMs` behind the source.
 // Knows nothing of NATS or the wire.
 import type {
-  AdapterRow, ReasonRow, RejectionPoint, ReplicaLoad, ReplicaRow, RewardPoint, RoundPoint, UiLive, UiMeanings, UiPatch, UiSnapshot,
+  AdapterRow, ReasonRow, RejectionPoint, ReplicaLoad, ReplicaRow, RewardPoint, RollbackRow, RoundPoint, UiLive, UiMeanings, UiPatch, UiSnapshot,
 } from "./model.js";
 import { RewardTally } from "./reward.js";
 
@@ -57,12 +57,15 @@ export class UiStore {
   readonly #rejectionSeqs = new Set<number>();
   readonly #adapters = new Map<number, AdapterRow>();
   readonly #replicas = new Map<string, ReplicaRow>();
+  readonly #rollbacks = new Map<number, RollbackRow>();
+  /** the seqs known from their announcement, not only from the state record */
+  readonly #announced = new Set<number>();
 
   readonly #listeners = new Set<Listener>();
   #timer: NodeJS.Timeout | null = null;
   readonly #dirty = {
     caughtUp: false, live: false, rounds: new Set<number>(), rewards: new Set<number>(), reasons: new Set<string>(),
-    rejections: [] as RejectionPoint[], adapters: new Set<number>(), replicas: new Set<string>(),
+    rejections: [] as RejectionPoint[], adapters: new Set<number>(), replicas: new Set<string>(), rollbacks: new Set<number>(),
   };
 
   constructor(options: UiStoreOptions) {
@@ -151,6 +154,29 @@ export class UiStore {
     this.#schedule();
   }
 
+  /**
+   * A rollback's announcement. The daemon announces each seq once (it reads the subject before publishing), so a
+   * second message with a seq already announced is a re-publish, or not the daemon's: the first one stands. It
+   * replaces what the state record told of the same rollback (the announcement names the target's weights too).
+   */
+  rollback(row: RollbackRow): void {
+    if (this.#announced.has(row.seq)) return;
+    this.#announced.add(row.seq);
+    this.#setRollback(row);
+  }
+
+  /** A rollback the state record tells of: kept only while no announcement of it has been read (the events stream
+   *  may no longer hold it, or the announcement is still to come). */
+  rollbackIfMissing(row: RollbackRow): void {
+    if (!this.#rollbacks.has(row.seq)) this.#setRollback(row);
+  }
+
+  #setRollback(row: RollbackRow): void {
+    this.#rollbacks.set(row.seq, row);
+    this.#dirty.rollbacks.add(row.seq);
+    this.#schedule();
+  }
+
   /** The stored history has been read: from now on everything is live. */
   caughtUp(): void {
     if (this.#caughtUp) return;
@@ -179,6 +205,7 @@ export class UiStore {
       rejections: this.#rejections.slice(-this.#maxRejections),
       adapters: [...this.#adapters.values()].sort((a, b) => a.round - b.round),
       replicas: [...this.#replicas.values()].sort((a, b) => a.replica.localeCompare(b.replica)),
+      rollbacks: [...this.#rollbacks.values()].sort((a, b) => a.seq - b.seq),
     };
   }
 
@@ -193,7 +220,7 @@ export class UiStore {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
     const d = this.#dirty;
-    const changed = d.caughtUp || d.live || d.rounds.size + d.rewards.size + d.reasons.size + d.rejections.length + d.adapters.size + d.replicas.size > 0;
+    const changed = d.caughtUp || d.live || d.rounds.size + d.rewards.size + d.reasons.size + d.rejections.length + d.adapters.size + d.replicas.size + d.rollbacks.size > 0;
     if (!changed) return;
     this.#revision++;
     const patch: UiPatch = { revision: this.#revision };
@@ -205,6 +232,7 @@ export class UiStore {
     if (d.rejections.length) patch.rejections = d.rejections;
     if (d.adapters.size) patch.adapters = pick(d.adapters, this.#adapters);
     if (d.replicas.size) patch.replicas = pick(d.replicas, this.#replicas);
+    if (d.rollbacks.size) patch.rollbacks = pick(d.rollbacks, this.#rollbacks);
     d.caughtUp = false;
     d.live = false;
     d.rounds = new Set();
@@ -213,6 +241,7 @@ export class UiStore {
     d.rejections = [];
     d.adapters = new Set();
     d.replicas = new Set();
+    d.rollbacks = new Set();
     for (const listener of this.#listeners) listener(patch);
   }
 

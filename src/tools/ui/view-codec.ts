@@ -15,7 +15,7 @@ interface Table {
   rows: unknown[][];
 }
 
-const TABLES = ["rounds", "rewards", "reasons", "rejections", "adapters"] as const;
+const TABLES = ["rounds", "rewards", "reasons", "rejections", "adapters", "rollbacks"] as const;
 const STATS: Partial<Record<(typeof TABLES)[number], readonly string[]>> = {
   rounds: ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs", "rows", "train_s", "latency_s"],
   rewards: ["mean", "sd", "lo", "hi"],

@@ -16,6 +16,7 @@ export function applyPatch(view: UiSnapshot, patch: UiPatch): UiSnapshot {
     rejections: patch.rejections ? [...view.rejections, ...patch.rejections] : view.rejections,
     adapters: patch.adapters ? upsert(view.adapters, patch.adapters, (a) => a.round) : view.adapters,
     replicas: patch.replicas ? upsert(view.replicas, patch.replicas, (r) => r.replica) : view.replicas,
+    rollbacks: patch.rollbacks ? upsert(view.rollbacks, patch.rollbacks, (r) => r.seq) : view.rollbacks,
   };
 }
 
