@@ -1,6 +1,6 @@
 // The web UI's pure parts: the store folds what the source reports into the view model and coalesces patches;
-// the page's copy applies them; the reward interval; the rejection plot's columns; who may read the page; the
-// view model's JSON keeps NaN a number.
+// the page's copy applies them; the reward interval; the rejection plot's columns; the rollbacks' markers and
+// words; who may read the page; the view model's JSON keeps NaN a number.
 import type { IncomingMessage } from "node:http";
 import { describe, expect, test, vi } from "vitest";
 import { checkAccess, isLoopbackHost, LOOPBACK_HOSTS, TOKEN_COOKIE } from "../src/tools/ui/access.js";
@@ -8,6 +8,8 @@ import type { RollbackRow, UiPatch, UiSnapshot } from "../src/tools/ui/model.js"
 import { decodeView, encodeView } from "../src/tools/ui/view-codec.js";
 import { rejectionColumns, tickLabels } from "../src/tools/ui/page/charts.js";
 import { num } from "../src/tools/ui/page/format.js";
+import { drawMarks, markLabel, marksSentence, rollbackMarks } from "../src/tools/ui/page/markers.js";
+import { evidenceText, rollbackNotes, servingDetail, servingNote } from "../src/tools/ui/page/rollbacks.js";
 import { applyPatch } from "../src/tools/ui/page/view-state.js";
 import { RewardTally } from "../src/tools/ui/reward.js";
 import { UiStore } from "../src/tools/ui/store.js";
@@ -199,6 +201,73 @@ describe("ui - rejection plot", () => {
     const cols = rejectionColumns(many, totals({ a: 16_667, b: 33_333 }), 0);
     expect(cols.x.length).toBeLessThanOrEqual(601);
     expect([cols.series.a?.at(-1), cols.series.b?.at(-1)]).toEqual([16_667, 33_333]);
+  });
+});
+
+describe("ui - rollback markers", () => {
+  test("one marker per committing round, in round order, its rollbacks by seq", () => {
+    const marks = rollbackMarks([rollback(3, { committedRound: 9 }), rollback(1, { committedRound: 4 }), rollback(2, { committedRound: 9 })]);
+    expect(marks).toEqual([{ round: 4, seqs: [1] }, { round: 9, seqs: [2, 3] }]);
+    expect(marks.map(markLabel)).toEqual(["↶ #1", "↶ #2 +1"]);
+    expect(marksSentence(marks)).toBe(" 3 rollbacks at 2 rounds, the last at round 9.");
+    expect(marksSentence(marks.slice(0, 1))).toBe(" Rollback at round 4 (#1).");
+    expect(marksSentence([])).toBe("");
+  });
+
+  test("many rollbacks at few rounds stay a few markers", () => {
+    const many = Array.from({ length: 5000 }, (_, i) => rollback(i + 1, { committedRound: (i % 7) + 1 }));
+    const marks = rollbackMarks(many);
+    expect(marks.map((m) => [m.round, m.seqs.length])).toEqual(Array.from({ length: 7 }, (_, i) => [i + 1, i < 2 ? 715 : 714]));
+    expect(markLabel(marks[0] as never)).toBe("↶ #1 +714");
+  });
+
+  test("only markers within the plotted rounds are drawn: a round the page never saw draws nothing", () => {
+    const strokes: number[] = [];
+    let x = 0;
+    const ctx = new Proxy({}, {
+      get: (_t, name) => name === "moveTo" ? (px: number) => (x = px) : name === "stroke" ? () => strokes.push(x) : name === "measureText" ? () => ({ width: 30 }) : () => {},
+      set: () => true,
+    });
+    const u = { scales: { x: { min: 1, max: 6 } }, bbox: { left: 50, top: 10, width: 500, height: 200 }, ctx, valToPos: (v: number) => 50 + (v - 1) * 100 };
+    const drawn = drawMarks(u as never, rollbackMarks([rollback(1, { committedRound: 4 }), rollback(2, { committedRound: 999 }), rollback(3, { committedRound: 0 })]));
+    expect(drawn).toEqual([{ round: 4, seqs: [1], x: 350 }]);
+    expect(strokes).toEqual([350]);
+    expect(drawMarks({ ...u, scales: { x: {} } } as never, rollbackMarks([rollback(1)]))).toEqual([]);
+  });
+});
+
+describe("ui - rollbacks in words", () => {
+  const live = (round: number | null) => ({ servingAdapter: round === null ? null : { round, name: `bt-r${round}`, sha256: "cd".repeat(32) } }) as UiSnapshot["live"];
+
+  test("the guard's evidence: its test, both sides and the decision's numbers; none for an operator's", () => {
+    expect(evidenceText(EVIDENCE)).toBe("paired test over 40 groups · r3: 96 rollouts, mean 0.2500, upper bound 0.3100 · r2: 192 rollouts, mean 0.8500, lower bound 0.8000"
+      + " · upper bound of r3 − r2: -0.4900 (a rollback needs < -0.0500) · α 0.0500");
+    expect(evidenceText({ ...EVIDENCE, test: "unpaired", pairs: null })).toMatch(/^unpaired test · r3: 96 rollouts/);
+    expect(evidenceText(null)).toBe("none: an operator's rollback");
+  });
+
+  test("the serving adapter is the newest rollback's target, or the round the guard trained again from it", () => {
+    const manual = [rollback(1, { fromRound: 4, toRound: 2, committedRound: 4 })];
+    expect(servingNote({ live: live(2), rollbacks: manual })).toBe("rolled back from r4 (#1, manual)");
+    expect(servingDetail({ live: live(2), rollbacks: manual })).toBe(`${"cd".repeat(6)} · rolled back from r4 (#1, manual)`);
+    const guard = [rollback(1, { trigger: "guard", fromRound: 4, regressedRound: 3, toRound: 2, committedRound: 5, evidence: EVIDENCE })];
+    expect(servingNote({ live: live(5), rollbacks: guard })).toBe("trained again from r2 after rollback #1");
+    // the loop moved on since, or no rollback: the card says the sha256 only
+    expect(servingNote({ live: live(6), rollbacks: guard })).toBeNull();
+    expect(servingDetail({ live: live(6), rollbacks: [] })).toBe("cd".repeat(6));
+    expect(servingDetail({ live: live(null), rollbacks: guard })).toBe("");
+    // a rollback naming adapters the page has never seen is told as it is
+    expect(servingNote({ live: live(77), rollbacks: [rollback(9, { fromRound: 500, toRound: 77, committedRound: 900 })] })).toBe("rolled back from r500 (#9, manual)");
+  });
+
+  test("what each rollback did to each adapter: left, found worse, gone back to", () => {
+    const notes = rollbackNotes([
+      rollback(1, { trigger: "guard", fromRound: 4, regressedRound: 3, toRound: 2, committedRound: 5 }),
+      rollback(2, { fromRound: 6, toRound: 4, committedRound: 6 }),
+    ]);
+    expect(Object.fromEntries([...notes].map(([round, n]) => [round, n.map((x) => x.text)]))).toEqual({
+      4: ["rolled back #1 → r2", "target of #2"], 3: ["found worse #1"], 2: ["target of #1"], 6: ["rolled back #2 → r4"],
+    });
   });
 });
 

@@ -1,11 +1,14 @@
 // The page's plots (uPlot: canvas, ~50 KB, draws thousands of points in a few milliseconds). Each chart is a
 // spec — title, axis labels with units, how its columns come from the view model — and one uPlot instance that
 // gets new columns with setData. Non-finite statistics are gaps on the plot (the tables say NaN).
-// `plotted()` returns exactly the columns handed to uPlot, for the browser test and anyone scripting the page.
+// The plots whose x axis is a round carry the rollbacks' markers (markers.ts).
+// `plotted()` returns exactly the columns handed to uPlot, `marks()` the markers drawn, for the browser test and
+// anyone scripting the page.
 import uPlot from "uplot";
 import type { ReasonRow, RejectionPoint, RoundPoint, UiSnapshot } from "../model.js";
 import { h } from "./dom.js";
 import { num } from "./format.js";
+import { drawMarks, marksSentence, rollbackMarks, type DrawnMark, type Mark } from "./markers.js";
 
 type Column = Array<number | null>;
 export interface Plotted {
@@ -39,6 +42,8 @@ interface ChartSpec {
   deps: (view: UiSnapshot) => unknown[];
   /** uPlot bands: fill between two series (indices into `series`, 1-based as uPlot counts) */
   bands?: Array<[number, number]>;
+  /** vertical markers at rounds (the rollbacks), on a plot whose x axis is a round */
+  marks?: (view: UiSnapshot) => Mark[];
 }
 
 // Okabe–Ito: told apart with the common colour-vision deficiencies
@@ -51,7 +56,8 @@ const finite = (v: number | null): number | null => (v !== null && Number.isFini
 function roundChart(id: string, title: string, yLabel: string, fields: Array<{ field: keyof RoundPoint; label: string; dash?: number[] }>): ChartSpec {
   return {
     id, title, xLabel: "round", yLabel,
-    deps: (view) => [view.rounds],
+    deps: (view) => [view.rounds, view.rollbacks],
+    marks: (view) => rollbackMarks(view.rollbacks),
     series: () => fields.map((f, i) => ({ label: f.label, color: PALETTE[i] as string, ...(f.dash ? { dash: f.dash } : {}) })),
     columns: (view) => ({
       x: view.rounds.map((r) => r.round),
@@ -71,7 +77,7 @@ const CHARTS: ChartSpec[] = [
   roundChart("train_s", "Training time", "train_s (s)", [{ field: "train_s", label: "train_s" }]),
   roundChart("latency_s", "Round latency: closed → adapter announced", "latency (s)", [{ field: "latency_s", label: "latency_s" }]),
   {
-    id: "reward", deps: (view) => [view.rewards], title: "Episode reward by serving adapter", xLabel: "adapter round (0 = initial)", yLabel: "episode reward", rightLabel: "rollouts",
+    id: "reward", deps: (view) => [view.rewards, view.rollbacks], marks: (view) => rollbackMarks(view.rollbacks), title: "Episode reward by serving adapter", xLabel: "adapter round (0 = initial)", yLabel: "episode reward", rightLabel: "rollouts",
     series: () => [
       { label: "mean", color: PALETTE[0] as string },
       { label: "95% low", color: "#7fb2d7", dash: [4, 3] },
@@ -138,9 +144,16 @@ interface Live {
   summary: HTMLElement;
 }
 
+/** A rollback marker's key, shown under a plot while it has markers. */
+const MARK_KEY = "red dashed line ↶ #n: rollback n, at the round that committed it";
+
 export class Charts {
   readonly #live = new Map<string, Live>();
   readonly #root: HTMLElement;
+  /** the markers each plot is to draw, read by its draw hook (set before the plot is built: it draws at once) */
+  readonly #marks = new Map<string, Mark[]>();
+  /** the markers each plot drew last */
+  readonly #drawn = new Map<string, DrawnMark[]>();
 
   constructor(root: HTMLElement) {
     this.#root = root;
@@ -150,8 +163,9 @@ export class Charts {
     for (const spec of CHARTS) {
       const summary = h("p", { class: "summary", id: `summary-${spec.id}` });
       const holder = h("div", { class: "plot" });
+      const key = spec.marks ? h("p", { class: "mark-key", hidden: "" }, MARK_KEY) : null;
       const figure = h("figure", { id: `chart-${spec.id}`, "aria-describedby": summary.id, "data-empty": "true" },
-        h("figcaption", {}, spec.title), h("p", { class: "no-data" }, "no data yet"), holder, summary);
+        h("figcaption", {}, spec.title), h("p", { class: "no-data" }, "no data yet"), holder, key, summary);
       root.append(figure);
       resize.observe(holder);
     }
@@ -164,6 +178,8 @@ export class Charts {
       if (previous && deps.length === previous.deps.length && deps.every((d, i) => d === previous.deps[i])) continue;
       const plotted = spec.columns(view);
       const series = spec.series(view);
+      const marks = spec.marks?.(view) ?? [];
+      this.#marks.set(spec.id, marks);
       const labels = series.map((s) => s.label).join("\n");
       const holder = this.#root.querySelector(`#chart-${spec.id} .plot`) as HTMLElement;
       const data = [plotted.x, ...series.map((s) => plotted.series[s.label] ?? [])] as uPlot.AlignedData;
@@ -178,14 +194,22 @@ export class Charts {
         chart.plotted = plotted;
         chart.deps = deps;
       }
-      chart.summary.textContent = summarise(spec, plotted);
+      chart.summary.textContent = summarise(spec, plotted) + (plotted.x.length > 0 ? marksSentence(marks) : "");
+      const figure = holder.parentElement as HTMLElement;
       // an empty plot would draw meaningless axes (a time axis around 1970): the caption says "no data yet" instead
-      (holder.parentElement as HTMLElement).dataset.empty = String(plotted.x.length === 0);
+      figure.dataset.empty = String(plotted.x.length === 0);
+      const key = figure.querySelector(".mark-key") as HTMLElement | null;
+      if (key) key.hidden = marks.length === 0;
     }
   }
 
   plotted(): Record<string, Plotted> {
     return Object.fromEntries([...this.#live].map(([id, chart]) => [id, chart.plotted]));
+  }
+
+  /** The markers each plot drew when it was last drawn (those within its x range). */
+  marks(): Record<string, DrawnMark[]> {
+    return Object.fromEntries([...this.#drawn]);
   }
 
   #size(holder: HTMLElement): { width: number; height: number } {
@@ -229,6 +253,7 @@ export class Charts {
         setCursor: [(u) => {
           if (u.cursor.idx === null || u.cursor.idx === undefined) showNewest(u);
         }],
+        ...(spec.marks ? { draw: [(u: uPlot) => void this.#drawn.set(spec.id, drawMarks(u, this.#marks.get(spec.id) ?? []))] } : {}),
       },
       cursor: { drag: { x: true, y: false } },
     };

@@ -1,12 +1,14 @@
 // The page's entry: one Server-Sent Events stream (the snapshot, then patches; the browser reconnects on its own
 // and the server starts each connection with a fresh snapshot), rendered at most once per animation frame, and
-// the ages in the header ticked every second. `window.rlloopUi` exposes the view and the plotted columns.
+// the ages in the header ticked every second. `window.rlloopUi` exposes the view, the plotted columns and the
+// rollback markers drawn.
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import type { UiPatch, UiSnapshot } from "../model.js";
 import { decodeView } from "../view-codec.js";
 import { Charts, type Plotted } from "./charts.js";
 import { byId } from "./dom.js";
+import type { DrawnMark } from "./markers.js";
 import { renderCards, renderHeader, renderTables } from "./panels.js";
 import { applyPatch } from "./view-state.js";
 
@@ -19,6 +21,8 @@ declare global {
       firstDrawMs: number | null;
       view(): UiSnapshot | null;
       plotted(): Record<string, Plotted>;
+      /** per plot, the rollback markers it drew (at canvas pixel x) */
+      marks(): Record<string, DrawnMark[]>;
     };
   }
 }
@@ -33,7 +37,7 @@ const MIN_REDRAW_MS = 250;
 let lastRender = 0;
 const charts = new Charts(byId("charts"));
 
-window.rlloopUi = { ready: false, firstDrawMs: null, view: () => view, plotted: () => charts.plotted() };
+window.rlloopUi = { ready: false, firstDrawMs: null, view: () => view, plotted: () => charts.plotted(), marks: () => charts.marks() };
 
 function render(): void {
   pending = false;
