@@ -93,6 +93,14 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     expect(stats.rows).toBe(8);
   });
 
+  it("a job that is not a TrainJob (a launcher's old camelCase fields) fails, naming them, instead of training with them", async () => {
+    const { tis_cap: _cap, mismatch_stats: _stats, ...rest } = job(await roundFolder(5), join(fx, "seed-round"), 1);
+    const stale = { ...rest, tisCap: null, mismatchStats: false } as unknown as TrainJob;
+    await expect(trainer.train(stale, run(5))).rejects.toThrow(/round 5 attempt 1: the job is not a TrainJob .*tis_cap: .*mismatch_stats: /);
+    const stats = await trainer.train(job(await roundFolder(6), join(fx, "seed-round"), 1), run(6));
+    expect(stats.rows).toBe(8);
+  });
+
   it("closing while a round trains lets that round finish, then ends the ranks; later rounds are refused", async () => {
     const closing = new ResidentRoundTrainer(trainerConfig(), pino({ level: "warn" }));
     await closing.start();

@@ -17,9 +17,9 @@ const trainer = await ResidentTrainer.start({
 });
 console.log(JSON.stringify({ event: "ranks ready", seconds: (performance.now() - loadStart) / 1000 }));
 const job = (adapter, out) => ({
-  kind: "ppo", data: join(dataDir, "ppo.jsonl"), imageBase: null, valid: null, adapter, ref: join(dataDir, "adapter"),
-  out, epochs: 2, lr: 3e-6, batch: 16, accumulation: 2, maxUpdates: null, seed: 0, prompt: "bench/gpu/prompt.jinja",
-  tisCap: null, mismatchStats: false,
+  kind: "ppo", data: join(dataDir, "ppo.jsonl"), image_base: null, valid: null, adapter, ref: join(dataDir, "adapter"),
+  out, epochs: 2, lr: 3e-6, batch: 16, accumulation: 2, max_updates: null, seed: 0, prompt: "bench/gpu/prompt.jinja",
+  tis_cap: null, mismatch_stats: false,
 });
 try {
   let adapter = join(dataDir, "adapter");
