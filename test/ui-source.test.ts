@@ -249,6 +249,24 @@ describe("ui - source, against a real nats-server", () => {
     }
   });
 
+  test("source - a stop() before its readers are set up stops them too: the connection drains (a monitor's Ctrl-C right after start)", async () => {
+    const fresh = await startNatsServer();
+    const nc2 = await connect({ servers: fresh.url });
+    try {
+      await ensureStreams(await jetstreamManager(nc2), ConfigSchema.parse({}).stream);
+      for (const round of [1, 2]) await publishRound(jetstream(nc2), round, "published");
+      const kv = await new Kvm(nc2).create(STATE_BUCKET, { history: 8 });
+      await kv.put(stateKey(P), JSON.stringify(stateRecord(2, 2)));
+      const src = await startUiSource(nc2, { policy: P, source: fresh.url, requestTimeoutMs: 200 });
+      await src.stop();
+      await nc2.drain();
+      expect(nc2.isClosed()).toBe(true);
+    } finally {
+      await nc2.close();
+      await fresh.stop();
+    }
+  });
+
   test("source - waits for a loop whose streams do not exist yet", async () => {
     const fresh = await startNatsServer();
     const nc2 = await connect({ servers: fresh.url });

@@ -38,11 +38,13 @@ export async function runUi(flags: UiFlags): Promise<void> {
       roundRows: config.round.rows, statsIntervalS: config.observe.statsIntervalS,
     });
     const server = await startUiServer({ store: source.store, host: flags.host, port: flags.port, token, assets });
+    // listening before the ready line: whoever starts the command may stop it as soon as it reads that line
+    const signalled = untilSignal();
     process.stdout.write(`rlloop ui: policy ${policy} from ${nats.url} at ${server.url}${token === null ? "" : "?token=<token>"} (Ctrl-C stops)\n`);
     if (!isLoopbackHost(flags.host) && token === null) {
       process.stderr.write(`rlloop ui: warning: listening on ${flags.host} without a token; anyone who reaches this port can read the page (--token or RLLOOP_UI_TOKEN)\n`);
     }
-    await untilSignal();
+    await signalled;
     await server.close();
     await source.stop();
   } finally {

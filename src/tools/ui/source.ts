@@ -260,7 +260,7 @@ async function followStream(jsm: JetStreamManager, consumers: { get(stream: stri
   const start = o.from === "all" ? 1 : Math.max(1, info.state.last_seq - o.from.newest + 1);
   const consumer = await retry(() => consumers.get(o.stream, { filter_subjects: o.subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }), o.signal);
   const messages: ConsumerMessages = await consumer.consume();
-  o.stoppers.push(() => messages.stop());
+  addStopper(o.stoppers, o.signal, () => messages.stop());
   let done = stored === 0 || (o.from !== "all" && o.from.newest === 0);
   let markDone: () => void = () => {};
   const finished = new Promise<void>((resolve) => (markDone = resolve));
@@ -289,6 +289,16 @@ async function followStream(jsm: JetStreamManager, consumers: { get(stream: stri
     check();
   }
   return finished;
+}
+
+/**
+ * Registers what stops a reader. A reader set up after stop() began (its stream or bucket was still being opened,
+ * the monitor stopped right after it started) is stopped at once: stop() aborts first, then stops the list, so
+ * nothing added later would be stopped, and a consumer left running keeps the connection from draining.
+ */
+function addStopper(stoppers: Array<() => unknown>, signal: AbortSignal, stop: () => unknown): void {
+  if (signal.aborted) void Promise.resolve(stop()).catch(() => {});
+  else stoppers.push(stop);
 }
 
 async function retry<T>(attempt: () => Promise<T>, signal: AbortSignal): Promise<T> {
@@ -342,7 +352,7 @@ async function followState(nc: NatsConnection, policy: string, store: UiStore, s
     // every revision the bucket keeps, oldest first: each names the rollback last done when it was committed, so
     // two rollbacks a few rounds apart are both told even when the events stream no longer holds them
     const watch = await kv.watch({ key: stateKey(policy), include: KvWatchInclude.AllHistory });
-    stoppers.push(() => watch.stop());
+    addStopper(stoppers, signal, () => watch.stop());
     for await (const entry of watch) {
       if (entry.operation !== "PUT") continue;
       try {

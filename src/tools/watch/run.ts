@@ -58,9 +58,11 @@ async function liveView(
   out.write(ENTER);
   try {
     watcher = await startWatcher(nc, opts, schedule);
+    // listening before the first frame: whoever starts the command may stop it as soon as it sees one
+    const signalled = untilSignal();
     const ticker = setInterval(draw, refreshMs);
     draw();
-    await untilSignal();
+    await signalled;
     clearInterval(ticker);
     if (pending) clearTimeout(pending);
     await watcher.stop();
