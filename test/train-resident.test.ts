@@ -93,12 +93,16 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     expect(stats.rows).toBe(8);
   });
 
-  it("a job that is not a TrainJob (a launcher's old camelCase fields) fails, naming them, instead of training with them", async () => {
+  it("a job that is not a TrainJob (a launcher's old camelCase fields) fails, naming them, and the ranks stay up", async () => {
     const { tis_cap: _cap, mismatch_stats: _stats, ...rest } = job(await roundFolder(5), join(fx, "seed-round"), 1);
     const stale = { ...rest, tisCap: null, mismatchStats: false } as unknown as TrainJob;
-    await expect(trainer.train(stale, run(5))).rejects.toThrow(/round 5 attempt 1: the job is not a TrainJob .*tis_cap: .*mismatch_stats: /);
+    const pids = await trainer.rankPids();
+    await expect(trainer.train(stale, run(5))).rejects.toThrow(
+      /round 5 attempt 1: the job is not a TrainJob .*Unrecognized keys: "tisCap", "mismatchStats"; tis_cap: .*; mismatch_stats: /,
+    );
     const stats = await trainer.train(job(await roundFolder(6), join(fx, "seed-round"), 1), run(6));
     expect(stats.rows).toBe(8);
+    expect(await trainer.rankPids()).toEqual(pids); // refused before it was sent: no rank restarted, no model reloaded
   });
 
   it("closing while a round trains lets that round finish, then ends the ranks; later rounds are refused", async () => {

@@ -3,11 +3,9 @@
 // with the rank bound.
 import { getOneMessage, sendMessage } from "execa";
 import type { Logger } from "pino";
-import { TrainJob } from "../contract/index.js";
 import { logger } from "../log.js";
 import type { ProcessGroup } from "../native.js";
-import { RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
-import { TrainInputError } from "./errors.js";
+import { checkedJob, RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
 import { loadModel, runJob } from "./run-job.js";
 
 const send = (message: FromRank) => sendMessage(message as never);
@@ -56,7 +54,7 @@ async function serve(spec: RankSpec, log: Logger): Promise<void> {
     const message = (await getOneMessage()) as ToRank;
     if (message.type === "stop") break;
     try {
-      const result = await runJob(ctx, model, spec.model, jobOf(message.job));
+      const result = await runJob(ctx, model, spec.model, checkedJob(message.job));
       await send({ type: "result", id: message.id, rank: spec.rank, ok: true, result });
     } catch (err) {
       log.error({ err }, "job failed");
@@ -64,18 +62,6 @@ async function serve(spec: RankSpec, log: Logger): Promise<void> {
     }
   }
   await group?.close();
-}
-
-/**
- * The job as the contract defines it. The launcher is typed, but a job crosses a process boundary as JSON and other
- * launchers (bench scripts, a future non-TypeScript one) are not: a field spelled the old way would otherwise reach
- * the trainer as undefined and train with it (an undefined `tis_cap` made every loss NaN).
- */
-function jobOf(value: unknown): TrainJob {
-  const parsed = TrainJob.safeParse(value);
-  if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.slice(0, 3).map((i) => `${i.path.join(".") || "job"}: ${i.message}`);
-  throw new TrainInputError(`the job is not a TrainJob (docs/trainer.md): ${issues.join("; ")}`);
 }
 
 async function joinGroup(spec: RankSpec): Promise<ProcessGroup> {

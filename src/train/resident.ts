@@ -11,7 +11,7 @@ import { execa, type ResultPromise } from "execa";
 import getPort from "get-port";
 import type { Logger } from "pino";
 import type { ModelSpec, TrainJob } from "../contract/index.js";
-import { RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
+import { checkedJob, RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
 import type { TrainResult } from "./run-job.js";
 
 export interface ResidentOptions {
@@ -99,7 +99,13 @@ export class ResidentTrainer {
 
   /** Runs one job on every rank; resolves with rank 0's result. Jobs run one at a time, in call order. */
   run(job: TrainJob): Promise<TrainResult> {
-    const next = this.queue.then(() => this.runNow(job));
+    let checked: TrainJob;
+    try {
+      checked = checkedJob(job); // refused here, the ranks never see it and stay up
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const next = this.queue.then(() => this.runNow(checked));
     this.queue = next.catch(() => undefined);
     return next;
   }
