@@ -60,6 +60,16 @@ describe("loop - faults", () => {
     expect(adapters.map((a) => a.round)).toEqual(rounds);
   });
 
+  it("faults - an operator's rollback still waiting for its turn when the daemon stops is refused, not left unanswered", async () => {
+    const e = await start({ log: { level: "error" }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "2000" } } });
+    await publishRollouts(e.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("queued", i, { steps: 2 }))));
+    await waitFor("round 1 training", async () => ((await readManifest(roundDir(e.workDir, POLICY, 1)).catch(() => null))?.status === "training" ? true : null));
+    const waiting = daemon!.rollback(0, "test: queued behind round 1");
+    const answer = waiting.then(() => "done", (err: Error) => err.message);
+    await daemon!.stop();
+    expect(await answer).toMatch(/the daemon stopped before the rollback's turn/);
+  });
+
   it("faults - a deleted consumer is re-created and intake continues", async () => {
     const e = await start({ log: { level: (process.env.TEST_LOG_LEVEL ?? "warn") as "warn" } });
     const first = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("del-a", i, { steps: 2 })));

@@ -3,6 +3,7 @@
 // documented exit codes, and `node bin/rlloop.js` running the compiled CLI without tsx installed.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -124,6 +125,25 @@ describe("ops - exit codes", () => {
       first.child.kill("SIGTERM");
       expect(await first.exited).toBe(143);
     } finally {
+      await env.close();
+    }
+  });
+});
+
+describe("ops - a failed start", () => {
+  it("a daemon whose metrics port is taken exits 1 naming it, and reports no fault of its own closing", async () => {
+    const env = await startLoopEnv();
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()));
+    try {
+      const port = (blocker.address() as AddressInfo).port;
+      const daemon = spawnDaemon(env.writeConfig({ log: { level: "info" }, observe: { metricsPort: port } }));
+      expect(await daemon.exited).toBe(1);
+      expect(daemon.stderr()).toContain("EADDRINUSE");
+      // the start closes its own NATS connection: not "the connection closed and will not reconnect"
+      expect(daemon.lines.filter((l) => l.msg === "NATS connection lost for good")).toEqual([]);
+    } finally {
+      await new Promise<void>((r) => blocker.close(() => r()));
       await env.close();
     }
   });

@@ -78,6 +78,7 @@ export class Daemon {
   #triggerTimer: NodeJS.Timeout | null = null;
   #connected = false;
   #opening = false;
+  #closingAfterFailedStart = false;
   #stopRequested = false;
   readonly #stopper = new AbortController();
   readonly #leaseWait = new AbortController();
@@ -113,7 +114,7 @@ export class Daemon {
       await this.#closeAfterFailedStart();
       // a standby stopped while it waited for the lease: a clean stop
       if (this.#stopRequested && isStopRequested(err)) return this.#resolveClosed(null);
-      if (this.#stopRequested) this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns
+      this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns, and so does `closed`
       throw err;
     } finally {
       this.#opening = false;
@@ -214,6 +215,7 @@ export class Daemon {
     await intake.stop();
     await pump.drained();
     await scheduler.settled();
+    scheduler.refuseWaiting("the daemon stopped before the rollback's turn: ask the next daemon");
     // the open round was never committed: hand its messages back for immediate redelivery
     ctx.held.nak([...ctx.buffer.entries()].map((e) => e.seq));
     ctx.held.release();
@@ -250,6 +252,7 @@ export class Daemon {
 
   /** What start() opened before it failed, closed in reverse order; a failure here must not hide the first one. */
   async #closeAfterFailedStart(): Promise<void> {
+    this.#closingAfterFailedStart = true; // the connection closing now is ours, not a fault to report
     await this.#observability?.stop();
     this.#ctx?.held.release();
     await this.#trainer.close().catch(() => {});
@@ -329,7 +332,7 @@ export class Daemon {
    */
   #onConnectionClosed(err: Error | void) {
     this.#connected = false;
-    if (!this.#ctx || this.#ctx.stopping) return;
+    if (!this.#ctx || this.#ctx.stopping || this.#closingAfterFailedStart) return;
     const reason = err ? err.message : "closed by the client library";
     this.#onFatal(new Error(`the NATS connection closed and will not reconnect: ${reason}`, { cause: err }), "NATS connection lost for good");
   }

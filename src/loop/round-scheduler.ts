@@ -80,6 +80,11 @@ export class RoundScheduler {
     });
   }
 
+  /** Answers the rollbacks still waiting (the daemon stops): refused, so their callers learn it now. */
+  refuseWaiting(why: string): void {
+    for (const req of this.#rollbacks.splice(0)) req.reject(new Error(why));
+  }
+
   /** Starts the next job when none runs: a waiting rollback, else the open round if it should close. */
   maybeStart(): void {
     const { ctx, runner } = this.options;

@@ -101,7 +101,10 @@ export async function startLoopEnv(opts: LoopEnvOptions = {}): Promise<LoopEnv> 
 /** A server the test runs itself, in the shape of the env's own (restarting it is the test's business). */
 function externalServer(nats: NonNullable<LoopEnvOptions["nats"]>): NatsServer {
   const refuse = () => Promise.reject(new Error("the env's NATS is the test's own: restart it there"));
-  return { url: nats.url, port: 0, storeDir: "", shutdown: refuse, restart: refuse, stop: () => nats.stop() };
+  const noMonitor = () => {
+    throw new Error("the env's NATS is the test's own: ask it for its monitoring endpoint");
+  };
+  return { url: nats.url, port: 0, storeDir: "", monitorUrl: noMonitor, shutdown: refuse, restart: refuse, stop: () => nats.stop() };
 }
 
 let framePng: Promise<Buffer> | null = null;
@@ -187,6 +190,8 @@ export async function waitFor<T>(what: string, check: () => Promise<T | null | u
 export interface DaemonProcess {
   child: ChildProcess;
   lines: Array<Record<string, unknown>>;
+  /** what it wrote to stderr so far (the CLI's one-line error) */
+  stderr(): string;
   waitForLog(what: string, match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   exited: Promise<number | null>;
 }
@@ -214,6 +219,7 @@ export function spawnDaemon(configFile: string, env: Record<string, string> = {}
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   return {
     child, lines, exited,
+    stderr: () => stderr,
     waitForLog: (what, match) => waitFor(what, () => {
       if (child.exitCode !== null) throw new Error(`daemon exited (${child.exitCode}) while waiting for ${what}:\n${stderr}\n${lines.slice(-10).map((l) => JSON.stringify(l)).join("\n")}`);
       return lines.find(match) ?? null;
