@@ -249,18 +249,30 @@ describe("ui - source, against a real nats-server", () => {
     }
   });
 
-  test("source - a stop() before its readers are set up stops them too: the connection drains (a monitor's Ctrl-C right after start)", async () => {
+  test("source - a stop() before its readers are set up stops them too: none is left subscribed (a monitor's Ctrl-C right after start)", async () => {
     const fresh = await startNatsServer();
-    const nc2 = await connect({ servers: fresh.url });
+    const nc2 = await connect({ servers: fresh.url, name: "ui-stopped-early" });
+    /** The connection's subscriptions as the server has them, less the request inbox every connection keeps. */
+    const subscriptions = async () => {
+      await nc2.flush();
+      const connz = (await (await fetch(`${fresh.monitorUrl()}/connz?subs=1`)).json()) as { connections: Array<{ name?: string; subscriptions_list?: string[] }> };
+      const mine = connz.connections.find((c) => c.name === "ui-stopped-early");
+      return (mine?.subscriptions_list ?? []).filter((s) => !s.endsWith(".*"));
+    };
     try {
       await ensureStreams(await jetstreamManager(nc2), ConfigSchema.parse({}).stream);
       for (const round of [1, 2]) await publishRound(jetstream(nc2), round, "published");
       const kv = await new Kvm(nc2).create(STATE_BUCKET, { history: 8 });
       await kv.put(stateKey(P), JSON.stringify(stateRecord(2, 2)));
-      const src = await startUiSource(nc2, { policy: P, source: fresh.url, requestTimeoutMs: 200 });
-      await src.stop();
+      for (let i = 0; i < 5; i++) {
+        const src = await startUiSource(nc2, { policy: P, source: fresh.url, requestTimeoutMs: 200 });
+        await src.stop();
+        expect(await subscriptions()).toEqual([]);
+        // a reader whose set-up was already in flight finishes it later, and is stopped then
+        await new Promise((r) => setTimeout(r, 300));
+        expect(await subscriptions()).toEqual([]);
+      }
       await nc2.drain();
-      expect(nc2.isClosed()).toBe(true);
     } finally {
       await nc2.close();
       await fresh.stop();

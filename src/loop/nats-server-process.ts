@@ -14,6 +14,8 @@ export interface NatsServerProcess {
   /** the client port */
   port: number;
   url: string;
+  /** the HTTP monitoring endpoint (/healthz, /connz, /jsz): a port the server picked */
+  monitorUrl: string;
 }
 
 export interface SpawnOptions {
@@ -49,7 +51,7 @@ export async function spawnNatsServer(opts: SpawnOptions): Promise<NatsServerPro
     child.stderr?.off("data", keep);
     child.stdout?.resume();
     child.stderr?.resume();
-    return { child, host: opts.host, port: ports.client, url: `nats://${opts.host}:${ports.client}` };
+    return { child, host: opts.host, port: ports.client, url: `nats://${opts.host}:${ports.client}`, monitorUrl: `http://${opts.host}:${ports.monitor}` };
   } catch (err) {
     child.kill("SIGKILL");
     throw err;

@@ -14,6 +14,8 @@ export interface NatsServer {
   url: string;
   port: number;
   storeDir: string;
+  /** the monitoring endpoint of the running server (its port changes with a restart) */
+  monitorUrl(): string;
   /** SIGTERM, wait for exit; the store dir is kept until stop() */
   shutdown(): Promise<void>;
   /** shutdown, then start again on the same port and store */
@@ -32,6 +34,7 @@ export async function startNatsServer(): Promise<NatsServer> {
   // the first start lets the server pick its port; a restart asks for the same one
   const first = await spawnNatsServer({ bin: natsServerBinary(), host: "127.0.0.1", port: 0, store: storeDir });
   let child: ChildProcess | null = first.child;
+  let monitorUrl = first.monitorUrl;
   const shutdown = async () => {
     if (!child) return;
     const exiting = waitExit(child);
@@ -43,10 +46,13 @@ export async function startNatsServer(): Promise<NatsServer> {
     url: first.url,
     port: first.port,
     storeDir,
+    monitorUrl: () => monitorUrl,
     shutdown,
     async restart() {
       await shutdown();
-      child = (await spawnNatsServer({ bin: natsServerBinary(), host: "127.0.0.1", port: first.port, store: storeDir })).child;
+      const next = await spawnNatsServer({ bin: natsServerBinary(), host: "127.0.0.1", port: first.port, store: storeDir });
+      child = next.child;
+      monitorUrl = next.monitorUrl;
     },
     async stop() {
       await shutdown();

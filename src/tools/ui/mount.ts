@@ -34,9 +34,15 @@ export interface MountedUi {
 export async function mountUi(nc: NatsConnection, options: MountUiOptions): Promise<MountedUi> {
   const { basePath = "/ui/", host, token = null, assets, ...sourceOptions } = options;
   const source = await startUiSource(nc, sourceOptions);
-  const handle = uiHandler({
-    store: source.store, basePath, token, allowedHosts: isLoopbackHost(host) ? LOOPBACK_HOSTS : null, ...(assets ? { assets } : {}),
-  });
+  let handle: UiRequestHandler;
+  try {
+    handle = uiHandler({
+      store: source.store, basePath, token, allowedHosts: isLoopbackHost(host) ? LOOPBACK_HOSTS : null, ...(assets ? { assets } : {}),
+    });
+  } catch (err) {
+    await source.stop(); // the page's assets missing, for instance: its readers must not outlive the failure
+    throw err;
+  }
   return {
     handle,
     caughtUp: source.caughtUp,

@@ -37,16 +37,19 @@ export async function runUi(flags: UiFlags): Promise<void> {
       policy, source: nats.url, rewardHistory: flags.rewardHistory, requestTimeoutMs: flags.timeoutS * 1000,
       roundRows: config.round.rows, statsIntervalS: config.observe.statsIntervalS,
     });
-    const server = await startUiServer({ store: source.store, host: flags.host, port: flags.port, token, assets });
-    // listening before the ready line: whoever starts the command may stop it as soon as it reads that line
-    const signalled = untilSignal();
-    process.stdout.write(`rlloop ui: policy ${policy} from ${nats.url} at ${server.url}${token === null ? "" : "?token=<token>"} (Ctrl-C stops)\n`);
-    if (!isLoopbackHost(flags.host) && token === null) {
-      process.stderr.write(`rlloop ui: warning: listening on ${flags.host} without a token; anyone who reaches this port can read the page (--token or RLLOOP_UI_TOKEN)\n`);
+    try {
+      const server = await startUiServer({ store: source.store, host: flags.host, port: flags.port, token, assets });
+      // listening before the ready line: whoever starts the command may stop it as soon as it reads that line
+      const signalled = untilSignal();
+      process.stdout.write(`rlloop ui: policy ${policy} from ${nats.url} at ${server.url}${token === null ? "" : "?token=<token>"} (Ctrl-C stops)\n`);
+      if (!isLoopbackHost(flags.host) && token === null) {
+        process.stderr.write(`rlloop ui: warning: listening on ${flags.host} without a token; anyone who reaches this port can read the page (--token or RLLOOP_UI_TOKEN)\n`);
+      }
+      await signalled;
+      await server.close();
+    } finally {
+      await source.stop(); // also when the server could not start (its port taken): no reader outlives the command
     }
-    await signalled;
-    await server.close();
-    await source.stop();
   } finally {
     await nats.nc.drain().catch(() => {});
   }

@@ -79,8 +79,17 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
   void askStatus(nc, names.status, opts.requestTimeoutMs, store, stopping.signal);
   void followState(nc, opts.policy, store, stopping.signal, stoppers);
 
+  const stopAll = async (notice?: string) => {
+    stopping.abort();
+    for (const stop of stoppers.splice(0)) await Promise.resolve(stop()).catch(() => {});
+    store.live({ connected: false, notice: notice ?? "the monitor stopped reading" });
+    store.flush();
+  };
   const js = jetstream(nc);
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nc).catch(async (err: unknown) => {
+    await stopAll(); // the readers started above must not outlive a start that failed
+    throw err;
+  });
   const follow = (stream: string, subject: string, from: StartAt, apply: (msg: JsMsg) => void) =>
     followStream(jsm, js.consumers, { stream, subject, from, apply, signal: stopping.signal, stoppers });
   const history = [
@@ -100,12 +109,7 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
   return {
     store,
     caughtUp,
-    async stop(notice) {
-      stopping.abort();
-      for (const stop of stoppers.splice(0)) await Promise.resolve(stop()).catch(() => {});
-      store.live({ connected: false, notice: notice ?? "the monitor stopped reading" });
-      store.flush();
-    },
+    stop: stopAll,
   };
 }
 
@@ -303,6 +307,7 @@ function addStopper(stoppers: Array<() => unknown>, signal: AbortSignal, stop: (
 
 async function retry<T>(attempt: () => Promise<T>, signal: AbortSignal): Promise<T> {
   for (;;) {
+    signal.throwIfAborted(); // stopped meanwhile: nothing more is created on the server
     try {
       return await attempt();
     } catch (err) {

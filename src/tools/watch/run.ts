@@ -55,11 +55,18 @@ async function liveView(
   const schedule = () => {
     pending ??= setTimeout(draw, Math.max(0, lastDraw + MIN_REDRAW_MS - Date.now()));
   };
+  // listening before the screen is taken: a Ctrl-C while the watcher still asks the service (up to its timeout)
+  // must give the terminal back, not leave it in the alternate screen with the cursor hidden
+  const signalled = untilSignal();
   out.write(ENTER);
   try {
-    watcher = await startWatcher(nc, opts, schedule);
-    // listening before the first frame: whoever starts the command may stop it as soon as it sees one
-    const signalled = untilSignal();
+    const started = startWatcher(nc, opts, schedule);
+    const first = await Promise.race([started, signalled.then(() => null)]);
+    if (first === null) {
+      void started.then((w) => w.stop(), () => {});
+      return;
+    }
+    watcher = first;
     const ticker = setInterval(draw, refreshMs);
     draw();
     await signalled;
