@@ -70,6 +70,7 @@ describe("config - errors name the field, the rule and the value", () => {
     ["extraArgs without command", { trainer: { extraArgs: ["--x"] } }, "'trainer.extraArgs' is only for a custom 'trainer.command'"],
     ["reward bounds", { limits: { reward: { min: 1, max: 0 } } }, "'limits.reward' must have min <= max"],
     ["huge reward bound", { limits: { reward: { min: -1e300, max: 1 } } }, "'limits.reward.min'"],
+    ["seed beyond exact round seeds", { trainer: { seed: 2 ** 53 } }, "'trainer.seed'"],
   ];
   for (const [name, input, message] of cases) {
     it(`config - ${name}`, () => {

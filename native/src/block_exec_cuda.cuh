@@ -257,8 +257,10 @@ class CudaBlock {
     }
   }
 
-  // The widest unit that still gives every warp one: 2 x 2 tiles, else strips of two, else single tiles; a unit
-  // that leaves a warp a single pass over the output splits its k-steps over two accumulator sets.
+  // The widest unit that still gives every warp one: 2 x 2 tiles, else strips of two, else single tiles. The
+  // narrower units split their k-steps over two accumulator sets (a 2 x 2 unit already has four independent ones).
+  // A 2 x 2 unit holds 64 accumulator floats a thread: in a 512-thread program (128 registers at most) only the
+  // shapes below 128 x 128 keep it clear of spills — check `cuda-compile-check.sh --ptxas` when a program's shapes change.
   __device__ __forceinline__ void mm_tensor_cores(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
     const int tiles = (M / 16) * (N / 16);
     if (M % 32 == 0 && N % 32 == 0 && tiles >= 4 * kBlockWarps) mm_units<1, 2, 2>(M, N, terms, count, C, ldc, beta);

@@ -66,7 +66,9 @@ export class Daemon {
   natsUrl: string | null = null;
   #trainer: RoundTrainer;
   #running: Running | null = null;
-  // what start() opens before the loop runs, closed again in reverse order when a later step fails
+  // what start() opens before the loop runs, closed again in reverse order when a later step fails; the context, the
+  // scheduler and observability also here because the service answers (snapshot, readiness) while the last opening
+  // steps still run, before `#running` exists
   #lock: WorkDirLock | null = null;
   #ownServer: OwnServer | null = null;
   #nats: Nats | null = null;

@@ -5,7 +5,7 @@ import type { Server } from "node:http";
 import type { Service } from "@nats-io/services";
 import { logger } from "../log.js";
 import type { MountedUi } from "../tools/ui/mount.js";
-import { redactUrl, type Config } from "./config/index.js";
+import { redactUrl } from "./config/index.js";
 import type { LoopContext } from "./context.js";
 import { ConfigError } from "./errors.js";
 import { serveHttp, type Readiness } from "./http-server.js";
@@ -78,7 +78,7 @@ export class Observability {
 
 /** The web dashboard on the HTTP endpoint (observe.ui), reading the daemon's own NATS connection. */
 async function mountUi(ctx: LoopContext, natsUrl: string): Promise<MountedUi> {
-  const config: Config = ctx.config;
+  const config = ctx.config;
   const { metricsHost, ui } = config.observe;
   const { isLoopbackHost } = await import("../tools/ui/access.js");
   if (ui.token === null && !isLoopbackHost(metricsHost)) {

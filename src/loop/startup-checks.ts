@@ -1,5 +1,6 @@
 // What the daemon checks before it pulls anything (docs/daemon.md "Start"): a misconfiguration found here stops the
-// start with a ConfigError naming the setting, instead of every rollout of round 1 being rejected when it trains.
+// start with a ConfigError naming the setting, instead of the loop taking rollouts in and going degraded at round
+// 1's training; and the state record of a policy's first start.
 import { access, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";

@@ -115,7 +115,9 @@ const Trainer = z.strictObject({
   prompt: doc(z.string().nullable().default(null), "Jinja template file of the user prompt over name and memory; null = docs/trainer.md's default"),
   tisCap: doc(z.number().positive().nullable().default(null), "truncated importance sampling: weight each row by min(exp(old − vllm_logp), cap); null = off"),
   mismatchStats: doc(z.boolean().default(false), "add sampler/trainer mismatch statistics (k1, k3, ESS) to stats.json (needed by `gate.maxMismatchKl`)"),
-  seed: doc(nonNegativeInt().default(0), "round N trains with seed `trainer.seed + N` (recorded in the manifest, so replay repeats it)"),
+  // bounded so that `seed + round` stays an exact integer for every round a loop will reach: an inexact one would fail
+  // the job's contract in every round and none of the probe's (seed 0), and poison isolation would blame the rollouts
+  seed: doc(nonNegativeInt().max(2 ** 32 - 1).default(0), "round N trains with seed `trainer.seed + N` (recorded in the manifest, so replay repeats it); at most 2^32 - 1"),
   env: doc(z.record(z.string(), z.string()).default({}), "extra environment of the trainer processes (e.g. `CUDA_VISIBLE_DEVICES`); values are never logged"),
   timeoutS: doc(seconds().nullable().default(null), "a training run (a round, a probe, a part of a round being isolated) past this long is killed and counts as failed; null = no limit"),
   startTimeoutS: doc(seconds().default(900), "the resident ranks must have started and loaded the model within this long"),
