@@ -96,6 +96,15 @@ describe("native errors - Model.load rejects a broken checkpoint, naming what is
     }
   });
 
+  test("an unknown RLLOOP_TF32 is rejected naming the variable and its choices, on the CPU too (a typo must not pick the default)", async () => {
+    process.env.RLLOOP_TF32 = "yes";
+    try {
+      await expectRejection(Model.load(fx.modelDir("a"), { device: "cpu", dtype: "float32" }), ['RLLOOP_TF32: "yes"', "auto", "0", "1"]);
+    } finally {
+      delete process.env.RLLOOP_TF32;
+    }
+  });
+
   test("missing shard of a sharded checkpoint: names the shard file", async () => {
     const dir = await copyModel("b");
     const index = JSON.parse(await readFile(join(dir, "model.safetensors.index.json"), "utf8")) as { weight_map: Record<string, string> };

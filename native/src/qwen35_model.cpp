@@ -31,13 +31,14 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
       checkpointing_(checkpointing),
       vision_cache_(vision_cache_bytes) {
   c10::NoGradGuard no_grad;
-  const bool cudnn_attention = sdpa_uses_cudnn();  // checked on every device: a bad value is an error on the CPU too
+  // both switches checked on every device: a bad value is an error on the CPU too
+  const bool cudnn_attention = sdpa_uses_cudnn();
   // TF32 for the float32 matrix products on CUDA (those of the delta rule's chunks): on for a bfloat16 model, whose
   // error it does not change measurably (bench/RESULTS.md: max log-prob error 0.148 vs 0.136 against float32, the
   // backward 22% faster), off for a float32 one; RLLOOP_TF32=0/1 overrides. Process-wide in libtorch.
+  const std::string tf32 = env_choice("RLLOOP_TF32", {"auto", "0", "1"});
   if (device.is_cuda()) {
-    const char* tf32 = std::getenv("RLLOOP_TF32");
-    const bool on = tf32 && *tf32 ? std::string(tf32) == "1" : dtype == at::kBFloat16;
+    const bool on = tf32 == "auto" ? dtype == at::kBFloat16 : tf32 == "1";
     at::globalContext().setAllowTF32CuBLAS(on);
     // Attention through PyTorch's own flash / memory-efficient kernels, not cuDNN's: cuDNN builds an execution plan
     // (and compiles its kernel) at the first call of each attention configuration and shape. Measured on an H200 at
