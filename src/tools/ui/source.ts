@@ -100,9 +100,11 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
     follow(ROLLOUT_STREAM, names.rollouts, { newest: opts.rewardHistory }, (msg) => applyRollout(store, decodeMessage(msg.string()))),
   ];
   const caughtUp = Promise.all(history).then(async () => {
-    // rounds the events stream no longer holds (older than stream.eventsMaxAgeS), from the daemon's summaries
+    // rounds the events stream no longer holds (older than stream.eventsMaxAgeS), from the daemon's summaries;
+    // not once stopped: the page then says the monitor stopped, not that it caught up
+    if (stopping.signal.aborted) return;
     await askSummaries(nc, names.roundsQuery, opts.requestTimeoutMs, store);
-    store.caughtUp();
+    if (!stopping.signal.aborted) store.caughtUp();
   });
   caughtUp.catch(() => {}); // only a stop() ends it early
 
