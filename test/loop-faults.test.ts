@@ -133,6 +133,38 @@ describe("loop - faults", () => {
     expect(daemon.snapshot().health.status).toBe("ok");
   });
 
+  it("faults - a rollback committed but not yet announced when the daemon stops is announced once by the next start", async () => {
+    const e = await start({ log: { level: (process.env.TEST_LOG_LEVEL ?? "error") as "error" } });
+    await publishRollouts(e.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("rb-crash", i, { steps: 2 }))));
+    await waitFor("round 1 announced", async () => ((await eventsOn(e.jsm, subjects(POLICY).adapterPublished)).length === 1 ? true : null));
+    // the events stream refuses every announcement from here: the rollback commits, its announcement cannot be made
+    const { config } = await e.jsm.streams.info(EVENT_STREAM);
+    await e.jsm.streams.update(EVENT_STREAM, { ...config, max_msg_size: 8 });
+    const answer = daemon!.rollback(0, "test: committed, not announced").then(() => "announced", (err: Error) => err.message);
+    const states = await StateStore.open(e.nc, POLICY, 1);
+    await waitFor("the rollback committed", async () => ((await states.read())?.record.rollback?.to === 0 ? true : null));
+    await daemon!.stop();
+    expect(await daemon!.closed).toBeNull();
+    expect(await answer).not.toBe("announced");
+    expect(await eventsOn(e.jsm, subjects(POLICY).adapterRolledBack)).toEqual([]);
+
+    await e.jsm.streams.update(EVENT_STREAM, { ...config, max_msg_size: -1 });
+    for (const restart of [1, 2]) {
+      daemon = new Daemon({ config: parseConfig(e.config()) });
+      await daemon.start();
+      const announced = await waitFor(`the rollback announced after restart ${restart}`, async () => {
+        const list = await eventsOn<{ type: string; round: number; seq?: number }>(e.jsm, subjects(POLICY).adapters);
+        return list.some((x) => x.type === "adapter.rolled_back") ? list : null;
+      });
+      expect(announced.map((x) => `${x.type}:${x.round}`)).toEqual(["adapter.published:1", "adapter.rolled_back:0"]);
+      await daemon.stop(); // waits for the start's announcing job: what it would add is there now
+      // once, after the round it rolled back from, however often the daemon starts
+      const after = await eventsOn<{ type: string; round: number }>(e.jsm, subjects(POLICY).adapters);
+      expect(after.map((x) => `${x.type}:${x.round}`)).toEqual(["adapter.published:1", "adapter.rolled_back:0"]);
+    }
+    daemon = null;
+  });
+
   it("faults - the gate refuses NaN statistics: round committed as rejected, rollouts acked, parent kept", async () => {
     const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_ROUNDS: "000001" } } });
     const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("gate", i, { steps: 2 })));
