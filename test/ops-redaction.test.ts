@@ -56,12 +56,14 @@ describe("ops - no secret in any output, log or file", () => {
   };
   /** A long-running command, stopped by SIGINT once `ready` is seen in its output. */
   const until = async (ready: RegExp, ...args: string[]) => {
-    const child: ResultPromise<{ all: true; reject: false }> = execa(process.execPath, cliArgs(...args), { cwd: REPO, env: cliEnv, reject: false, all: true });
+    // a command that does not end on its SIGINT fails here with what it printed, instead of hanging the suite
+    const child: ResultPromise<{ all: true; reject: false; timeout: number }> = execa(process.execPath, cliArgs(...args), { cwd: REPO, env: cliEnv, reject: false, all: true, timeout: 120_000 });
     let text = "";
     child.all?.on("data", (chunk: Buffer) => (text += chunk.toString()));
     await waitFor(`${args[0]} ready`, () => ready.test(text) || null, 60_000);
     child.kill("SIGINT");
     const run = await child;
+    expect(run.timedOut, `${args[0]} did not end on SIGINT:\n${run.all ?? text}`).toBe(false);
     outputs.push(run.all ?? text);
     return run;
   };

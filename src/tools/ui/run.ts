@@ -46,12 +46,27 @@ export async function runUi(flags: UiFlags): Promise<void> {
         process.stderr.write(`rlloop ui: warning: listening on ${flags.host} without a token; anyone who reaches this port can read the page (--token or RLLOOP_UI_TOKEN)\n`);
       }
       await signalled;
-      await server.close();
+      await stopStep("the HTTP server to close", () => server.close());
     } finally {
-      await source.stop(); // also when the server could not start (its port taken): no reader outlives the command
+      // also when the server could not start (its port taken): no reader outlives the command
+      await stopStep("the NATS readers to stop", () => source.stop());
     }
   } finally {
-    await nats.nc.drain().catch(() => {});
+    await stopStep("the NATS connection to drain", () => nats.nc.drain().catch(() => {}));
+  }
+}
+
+/** A stop step slower than this says which one it is (a second Ctrl-C still ends the command at once). */
+const STOP_NOTICE_MS = 5000;
+
+/** One step of the shutdown; one that hangs names itself on stderr instead of leaving a silent process. */
+async function stopStep<T>(what: string, step: () => Promise<T>): Promise<T> {
+  const notice = setTimeout(() => process.stderr.write(`rlloop ui: stopping: still waiting for ${what}\n`), STOP_NOTICE_MS);
+  notice.unref();
+  try {
+    return await step();
+  } finally {
+    clearTimeout(notice);
   }
 }
 
