@@ -1,4 +1,6 @@
-// Node-API glue only: the addon's exports (loadModel, NativeModel, NativeBatch, NativeOptimizer, preprocessImage).
+// Node-API glue only: the addon's exports, set at the end of this file (the NativeModel, NativeBatch,
+// NativeOptimizer and NativeProcessGroup classes; loadModel, initProcessGroup, preprocessImage, the device memory
+// statistics and deltaRuleCheck).
 // Inputs are validated and copied on the JS thread; tensor work runs on each model's worker (js_async.h);
 // src/native.ts is the typed face of these exports (docs/native-api.md).
 #include <napi.h>
