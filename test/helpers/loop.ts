@@ -223,7 +223,10 @@ export function spawnDaemon(configFile: string, env: Record<string, string> = {}
     waitForLog: (what, match) => waitFor(what, () => {
       if (child.exitCode !== null) throw new Error(`daemon exited (${child.exitCode}) while waiting for ${what}:\n${stderr}\n${lines.slice(-10).map((l) => JSON.stringify(l)).join("\n")}`);
       return lines.find(match) ?? null;
-    }, 90_000),
+    }, 90_000).catch((err: Error) => {
+      // a wait that gives up says what the daemon was doing meanwhile: a rare failure is then diagnosable from CI's log
+      throw new Error(`${err.message}; the daemon's last log lines:\n${lines.slice(-30).map((l) => JSON.stringify(l)).join("\n")}\n${stderr.slice(-2000)}`, { cause: err });
+    }),
   };
 }
 
