@@ -129,9 +129,21 @@ describe("loop - a 3-node JetStream cluster, replicas 3", () => {
       throw new Error(`${err.message}: ${misaccounted(await accounting(e), all).join("; ")}`);
     });
     expect(misaccounted(acc, all)).toEqual([]);
-    const state = await (await StateStore.open(e.nc, POLICY, 3)).read();
+    // the test's own reads retry too: right after a server's restart the JetStream API can time out a request
+    const state = await waitFor("the state record readable", async () => {
+      try {
+        return await (await StateStore.open(e.nc, POLICY, 3)).read();
+      } catch {
+        return null;
+      }
+    }, 30_000);
     expect(state?.record.round).toBe(4);
-    const adapters = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished);
+    // and until the stream answers with the announcements: a read just after the restart came back empty in CI
+    // (the daemon had logged all four)
+    const adapters = await waitFor("the four announcements readable", async () => {
+      const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished).catch(() => []);
+      return list.length >= 4 ? list : null;
+    }, 30_000).catch(async () => eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished));
     expect(adapters.map((a) => a.round)).toEqual([1, 2, 3, 4]);
     phase("settled");
     console.info(`figure: 4 rounds through 3 leader kills on a 3-node cluster in ${((Date.now() - started) / 1000).toFixed(1)} s (${phases.join(", ")})`);
