@@ -19,6 +19,7 @@ import {
 import { trainFixture } from "../test/helpers/train-run.js";
 import { mersenne } from "pure-rand/generator/mersenne";
 import { uniformFloat64 } from "pure-rand/distribution/uniformFloat64";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const { values: args } = parseArgs({
   options: { cycles: { type: "string", default: "40" }, seed: { type: "string", default: "7" }, trainer: { type: "string", default: "fake" } },
@@ -93,7 +94,6 @@ function descendants(pid: number, pattern: RegExp): number[] {
   return out;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
   const env = await startLoopEnv();

@@ -29,6 +29,7 @@ import { renderFrame } from "../src/tools/sim/frame.js";
 import { encodeAs, FRAME_KINDS, frameKind } from "./frame-kinds.js";
 import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 import { natsServerBinary } from "../src/setup-env.js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const { values: args } = parseArgs({
   options: {
@@ -157,7 +158,7 @@ async function main() {
     await daemon.start();
     while (!times.has("round.committed")) {
       if (cpuClosed === null && times.has("round.closed")) cpuClosed = cpuMark(serverPid);
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
     await daemon.stop();
     sub.unsubscribe();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles the CUDA variant of the native module on a machine without a GPU or a CUDA toolkit, to catch compile
-# errors before a device call: every native/src/*.cu with nvcc for sm_90, and the .cpp files that have RLLOOP_CUDA
+# errors before a device call: every native/src/**/*.cu with nvcc for sm_90, and the .cpp files that have RLLOOP_CUDA
 # code with -DRLLOOP_CUDA=1 (syntax only; nothing is linked). nvcc and the CUDA headers come from NVIDIA's PyPI
 # wheels (CUDA 13.0, the GPU machine's), unpacked once under $RLLOOP_CACHE/cuda-13.0; libtorch's headers from the
 # venv scripts/setup.sh made. Not part of CI (a ~900 MB download the first time; the headers of cuBLAS, cuSPARSE
@@ -29,27 +29,28 @@ if [ ! -x "$CUDA/x/nvidia/cu13/bin/nvcc" ]; then
   done
   rm -rf "$wheels"
 fi
+NCCL_INC=$("$PYTHON" -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'include'))")
 T=$CUDA/x/nvidia/cu13
 export PATH=$T/bin:$PATH
-FLAGS="-std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 $TORCH_INC -I$T/include -I$T/include/cccl"
+FLAGS="-std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -Inative/src $TORCH_INC -I$T/include -I$T/include/cccl"
 ptxas=0
 if [ "${1:-}" = --ptxas ]; then ptxas=1; shift; fi
 files=("$@")
-[ ${#files[@]} -gt 0 ] || mapfile -t files < <(ls native/src/*.cu; grep -l "RLLOOP_CUDA" native/src/*.cpp)
+[ ${#files[@]} -gt 0 ] || mapfile -t files < <(find native/src -name "*.cu" | sort; grep -rl --include="*.cpp" "RLLOOP_CUDA" native/src | sort)
 out=$(mktemp -d)
 status=0
 for f in "${files[@]}"; do
   case $f in
     *.cu) if [ $ptxas = 1 ]; then
-            nvcc $FLAGS -O3 -arch=sm_90 -Xptxas -v -c "$f" -o "$out/$(basename "$f").o" 2>&1 |
+            nvcc $FLAGS -O3 -arch=sm_90 -Xptxas -v -c "$f" -o "$out/$(echo "$f" | tr / _).o" 2>&1 |
               awk '/Compiling entry function/ { name = $0; sub(/.*entry function ./, "", name); sub(/. for .sm_90.*/, "", name) }
                    /bytes stack frame/ { stack = $0; sub(/^ +/, "", stack) }
                    /Used [0-9]+ registers/ { used = $0; sub(/.*: +/, "", used); print name ": " used "; " stack }
                    /error/ { print }' || status=1
           else
-            nvcc $FLAGS -O3 -arch=sm_90 -c "$f" -o "$out/$(basename "$f").o" || status=1
+            nvcc $FLAGS -O3 -arch=sm_90 -c "$f" -o "$out/$(echo "$f" | tr / _).o" || status=1
           fi ;;
-    *.cpp) g++ $FLAGS -DRLLOOP_CUDA=1 -fsyntax-only -Inode_modules/node-addon-api -I"$(node -p "require('node-api-headers').include_dir")" "$f" || status=1 ;;
+    *.cpp) g++ $FLAGS -DRLLOOP_CUDA=1 -DUSE_C10D_NCCL -I"$NCCL_INC" -fsyntax-only -Inode_modules/node-addon-api -I"$(node -p "require('node-api-headers').include_dir")" "$f" || status=1 ;;
   esac
   echo "checked $f"
 done

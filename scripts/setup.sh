@@ -63,6 +63,22 @@ cat > .rlloop/env.json <<JSON
 { "python": "$PYTHON", "natsServer": "$NATS_SERVER", "natsServerMin": "$NATS_SERVER_MIN", "cache": "$CACHE" }
 JSON
 
+# Debian packages: nlohmann/json (the native module's JSON; header-only) now, chromium (the web UI's browser tests)
+# below. A fresh image may have no package lists yet.
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null; }
+}
+if [ -f /usr/include/nlohmann/json.hpp ]; then
+  log "nlohmann/json present"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  log "installing nlohmann-json3-dev (Debian package) for the native module"
+  apt_install nlohmann-json3-dev
+else
+  echo "setup: the native module needs nlohmann/json: install Debian's nlohmann-json3-dev (as root), then run this again" >&2
+  exit 1
+fi
+
 log "building the native module against $("$PYTHON" -c 'import torch; print(torch.__version__)')"
 RLLOOP_PYTHON="$PYTHON" node scripts/build-native.mjs
 log "building TypeScript"
@@ -76,9 +92,7 @@ if [ -x /usr/bin/chromium ]; then
   log "chromium present: $(/usr/bin/chromium --version 2>/dev/null)"
 elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   log "installing chromium (Debian package) for the web UI's browser tests"
-  # a fresh image may have no package lists yet
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
-    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+  apt_install chromium
 else
   log "no /usr/bin/chromium and not root: the web UI's browser tests (test/ui-browser.test.ts) will fail; install the chromium package"
 fi

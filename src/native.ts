@@ -1,5 +1,5 @@
 // The typed binding of the native module (native/build/Release/rlloop_native.node): the only file that loads it.
-// The contract is docs/native-api.md; the C++ side lives in native/src (binding.cpp is the glue this file calls).
+// The contract is docs/native-api.md; the C++ side lives in native/src (js/binding.cpp is the glue this file calls).
 // Heavy calls return promises settled from each model's own worker thread; synchronous methods validate their
 // arguments and queue the change on that worker, so calls take effect in the order they were made. Methods that
 // return a promise report every error, bad arguments included, as a rejection.
@@ -8,11 +8,11 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import type { Checkpointing, Device, DType } from "./contract/index.js";
+import type { Attention, Checkpointing, Device, DType, Tf32 } from "./contract/index.js";
 
 // device, compute dtype of the base model (LoRA masters are always float32), checkpointing per decoder layer: the
 // trainer job's own types (src/contract/job.ts)
-export type { Checkpointing, Device, DType };
+export type { Attention, Checkpointing, Device, DType, Tf32 };
 
 export interface LoadOptions {
   device?: Device;
@@ -20,6 +20,13 @@ export interface LoadOptions {
   checkpointing?: Checkpointing;
   /** Budget of the vision-feature cache (features of keyed images, on the model's device); 0 disables it. 4 GiB. */
   visionCacheBytes?: number;
+  /**
+   * TF32 for the float32 matrix products on CUDA; "auto" (the default): on for a bfloat16 model, off for float32.
+   * libtorch keeps it per process: a CUDA model whose choice differs from an open one's is refused.
+   */
+  tf32?: Tf32;
+  /** The attention backend on CUDA: "flash" (the default; PyTorch's own kernels) or "cudnn". Per process as tf32. */
+  attention?: Attention;
 }
 
 /** From preprocessor_config.json (qwen35.md §8). */
@@ -171,8 +178,8 @@ export interface DeltaRuleTiming {
 }
 
 export interface DeltaRuleCheck {
-  kernels: DeltaRuleErrors; // the fused kernels (delta_rule_kernels.h)
-  chunks: DeltaRuleErrors; // the ATen formulation (delta_rule_chunks.h)
+  kernels: DeltaRuleErrors; // the fused kernels (delta_rule/fused.h)
+  chunks: DeltaRuleErrors; // the ATen formulation (delta_rule/aten.h)
   kernelsTime: DeltaRuleTiming;
   chunksTime: DeltaRuleTiming;
   kernelsApply: boolean; // whether the model would run the kernels on these inputs
@@ -191,7 +198,7 @@ export interface Batch {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The addon's raw exports (binding.cpp).
+// The addon's raw exports (js/binding.cpp).
 
 interface NativeModel {
   info(): ModelInfo;
@@ -229,7 +236,7 @@ interface NativeProcessGroup {
 }
 
 interface Addon {
-  loadModel(dir: string, device: string, dtype: string, checkpointing: string, visionCacheBytes?: number): Promise<NativeModel>;
+  loadModel(dir: string, opts: Required<Pick<LoadOptions, "device" | "dtype">> & LoadOptions): Promise<NativeModel>;
   preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches;
   deviceMemoryStats(device: string): DeviceMemoryStats;
   resetPeakMemoryStats(device: string): void;
@@ -307,13 +314,7 @@ export class Model {
 
   /** A Hugging Face Qwen3.5 folder (config.json + model.safetensors or an index with shards). */
   static async load(dir: string, opts: LoadOptions = {}): Promise<Model> {
-    const native = await addon().loadModel(
-      dir,
-      opts.device ?? "cpu",
-      opts.dtype ?? "float32",
-      opts.checkpointing ?? "auto",
-      opts.visionCacheBytes,
-    );
+    const native = await addon().loadModel(dir, { ...opts, device: opts.device ?? "cpu", dtype: opts.dtype ?? "float32" });
     return new Model(native);
   }
 

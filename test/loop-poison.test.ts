@@ -15,6 +15,7 @@ import { Daemon } from "../src/loop/daemon.js";
 import { Intake } from "../src/loop/intake.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { incomingDir, roundDir } from "../src/loop/paths.js";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   POLICY, REPO, accounting, cliArgs, eventsOn, makeRollout, publishRollouts, settled, spawnDaemon, startLoopEnv, waitFor, type LoopEnv,
 } from "./helpers/loop.js";
@@ -151,7 +152,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     // intake stops beyond the open round: the next round's rollouts wait on the stream, unrejected
     const next = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("waiting", i, { steps: 1 })));
     await publishRollouts(e.js, next);
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
     rmSync(broken);
     const acc = await settled(e, [...rollouts, ...next].map((r) => r.id));

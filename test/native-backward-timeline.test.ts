@@ -1,4 +1,4 @@
-// RLLOOP_BACKWARD_TIMELINE (native/src/backward_timeline.h): the backward's time by model segment, from gradient
+// RLLOOP_BACKWARD_TIMELINE (native/src/diagnostics/backward_timeline.h): the backward's time by model segment, from gradient
 // hooks on the residual stream and the custom backward nodes' own timers — the backward profile Kineto cannot give
 // on CUDA. On the CPU the stamps are clock readings; the structure and the arithmetic are what is checked here (the
 // GPU figures are bench/gpu's business). Each run is its own process: the variable is read once.

@@ -1,7 +1,7 @@
-// The fused delta-rule kernels (native/src/delta_rule_programs.h) run by the CPU executor — the same block
+// The fused delta-rule kernels (native/src/delta_rule/programs.h) run by the CPU executor — the same block
 // programs the CUDA build launches — against a float64 run of the ATen formulation, output and every input's
 // gradient, at the head sizes the CPU build has and lengths of one to eight chunks, padded or not
-// (deltaRuleCheck, delta_rule_check.h). The GPU build's own comparison is bench/gpu/delta_rule_check.sh.
+// (deltaRuleCheck, delta_rule/check.h). The GPU build's own comparison is bench/gpu/delta_rule_check.sh.
 import { describe, expect, it } from "vitest";
 import { deltaRuleCheck } from "../src/native.js";
 import { figure } from "./helpers/train-run.js";

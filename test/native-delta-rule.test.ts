@@ -1,7 +1,7 @@
 // The delta rule's implementations agree through the whole model (an SFT backward's log-probs and LoRA gradients,
 // rows long enough for several chunks and right-padded): the hand-derived backward of the ATen formulation
-// (native/src/delta_rule_chunks.cpp, the default) against autograd replaying it op by op
-// (RLLOOP_GDN_BACKWARD=autograd), on both tiny configs; and the fused kernels (delta_rule_programs.h, run by the CPU
+// (native/src/delta_rule/aten.cpp, the default) against autograd replaying it op by op
+// (RLLOOP_GDN_BACKWARD=autograd), on both tiny configs; and the fused kernels (delta_rule/programs.h, run by the CPU
 // executor: RLLOOP_DELTA_RULE_CPU=kernels) against the ATen formulation, on the config whose key and value heads
 // are one size. Each variant runs in its own process: the switches are read from the real environment, once.
 import { mkdtemp, readFile } from "node:fs/promises";

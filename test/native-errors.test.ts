@@ -6,7 +6,7 @@ import { cp, mkdtemp, readFile, rm, truncate, unlink, writeFile } from "node:fs/
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Model, preprocessImage, type RowInput } from "../src/native.js";
+import { Model, preprocessImage, type LoadOptions, type RowInput } from "../src/native.js";
 import { expectAllClose } from "./helpers/compare.js";
 import { conformanceFixtures, goldenRowInputs, imageOptions, nativePatches, type ConformanceFixtures, type ModelName } from "./helpers/conformance.js";
 import { floatTensor, readHeader } from "./helpers/safetensors.js";
@@ -83,26 +83,23 @@ describe("native errors - Model.load rejects a broken checkpoint, naming what is
     await expectRejection(Model.load(dir, { device: "cpu", dtype: "float32" }), [dir]);
   });
 
-  test("an unknown RLLOOP_SDPA (attention backend switch) is rejected naming the variable and its choices", async () => {
-    process.env.RLLOOP_SDPA = "fastest"; // read at every Model.load (native getenv sees process.env)
-    try {
-      await expectRejection(Model.load(fx.modelDir("a"), { device: "cpu", dtype: "float32" }), [
-        'RLLOOP_SDPA: "fastest"',
-        "flash",
-        "cudnn",
-      ]);
-    } finally {
-      delete process.env.RLLOOP_SDPA;
-    }
+  // typed load options, checked on every device: a typo must not pick the default, on the CPU either
+  test("an unknown attention backend is rejected naming the option and its choices", async () => {
+    const opts = { device: "cpu", dtype: "float32", attention: "fastest" } as unknown as LoadOptions;
+    await expectRejection(Model.load(fx.modelDir("a"), opts), ["opts.attention", '"flash" or "cudnn"', "fastest"]);
   });
 
-  test("an unknown RLLOOP_TF32 is rejected naming the variable and its choices, on the CPU too (a typo must not pick the default)", async () => {
-    process.env.RLLOOP_TF32 = "yes";
-    try {
-      await expectRejection(Model.load(fx.modelDir("a"), { device: "cpu", dtype: "float32" }), ['RLLOOP_TF32: "yes"', "auto", "0", "1"]);
-    } finally {
-      delete process.env.RLLOOP_TF32;
-    }
+  test("an unknown tf32 choice is rejected naming the option and its choices", async () => {
+    const opts = { device: "cpu", dtype: "float32", tf32: "yes" } as unknown as LoadOptions;
+    await expectRejection(Model.load(fx.modelDir("a"), opts), ["opts.tf32", '"auto" or "on" or "off"', "yes"]);
+  });
+
+  test("the choices load on the CPU, where neither setting applies (no process-wide claim: two models with different choices load side by side)", async () => {
+    const models = await Promise.all([
+      Model.load(fx.modelDir("a"), { device: "cpu", dtype: "float32", tf32: "on", attention: "cudnn" }),
+      Model.load(fx.modelDir("a"), { device: "cpu", dtype: "float32", tf32: "off", attention: "flash" }),
+    ]);
+    expect(models.map((m) => m.info.numLayers)).toEqual([models[0]!.info.numLayers, models[0]!.info.numLayers]);
   });
 
   test("missing shard of a sharded checkpoint: names the shard file", async () => {

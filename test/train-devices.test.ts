@@ -17,7 +17,7 @@ describe("train devices - ranks from the GPUs the ranks will see", () => {
 
   it("CUDA_VISIBLE_DEVICES of the ranks' environment: one rank per listed GPU, bf16 on cuda", async () => {
     expect(await resolveModel(flags(), { CUDA_VISIBLE_DEVICES: "4,5" })).toEqual({
-      model: { dir: model, device: "cuda:0", dtype: "bfloat16", checkpointing: "auto" }, ranks: 2,
+      model: { dir: model, device: "cuda:0", dtype: "bfloat16", checkpointing: "auto", tf32: "auto", attention: "flash" }, ranks: 2,
     });
   });
 

@@ -19,6 +19,7 @@ import { readSafetensors } from "./helpers/safetensors.js";
 import { waitFor } from "./helpers/loop.js";
 import { ROOT } from "./helpers/train-fixtures.js";
 import { figure, rlloopTrain, trainFixture } from "./helpers/train-run.js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const FLAGS = ["--batch", "1", "--accumulation", "2", "--lr", "3e-5", "--gpus", "2", "--device", "cpu", "--dtype", "float32"];
 const STATS = ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs", "rows"] as const;
@@ -110,7 +111,7 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     await closing.start();
     const pids = await closing.rankPids();
     const training = closing.train(job(await roundFolder(6), join(fx, "seed-round"), 1), run(6));
-    await new Promise((resolve) => setTimeout(resolve, 200)); // the job is on the ranks
+    await sleep(200); // the job is on the ranks
     await closing.close();
     expect((await training).rows).toBe(8);
     expect(await Promise.all(pids.map(running))).toEqual([false, false]);

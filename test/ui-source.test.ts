@@ -26,6 +26,7 @@ import { startUiServer, type UiServer } from "../src/tools/ui/server.js";
 import { startUiSource, type UiSource } from "../src/tools/ui/source.js";
 import type { UiStore } from "../src/tools/ui/store.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** The service's rollback endpoint, for a source that has none to do. */
 const refuseRollback = async (): Promise<never> => {
@@ -90,7 +91,7 @@ async function until(store: UiStore, ok: (s: UiSnapshot) => boolean): Promise<Ui
   for (;;) {
     const snap = store.snapshot();
     if (ok(snap)) return snap;
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 
@@ -269,7 +270,7 @@ describe("ui - source, against a real nats-server", () => {
         await src.stop();
         expect(await subscriptions()).toEqual([]);
         // a reader whose set-up was already in flight finishes it later, and is stopped then
-        await new Promise((r) => setTimeout(r, 300));
+        await sleep(300);
         expect(await subscriptions()).toEqual([]);
       }
       await nc2.drain();

@@ -1,5 +1,5 @@
 """The backward's time by model segment and custom node, from the JSON lines RLLOOP_BACKWARD_TIMELINE writes (one
-per backward call; native/src/backward_timeline.h). Prints the mean over the calls after the first `--skip`
+per backward call; native/src/diagnostics/backward_timeline.h). Prints the mean over the calls after the first `--skip`
 (first-use warm-up), in ms per backward, with each segment's share of the total.
 
 Usage: python3 backward_report.py TIMELINE.jsonl [--skip 2]

@@ -11,6 +11,6 @@ NAPI_INC=$(node -p "require('node-api-headers').include_dir")
 nvcc --version | tail -2
 cmake -S native -B native/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_JS_INC="$NAPI_INC" -DTORCH_INCLUDE_DIRS="$TORCH_INC" -DTORCH_LIB_DIR="$TORCH_LIB" \
-  -DTORCH_CXX11_ABI="$ABI" -DRLLOOP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/native/build/Release" >/dev/null
+  -DTORCH_CXX11_ABI="$ABI" -DNLOHMANN_JSON_INCLUDE_DIR="$PWD/.node/headers/nlohmann-json" -DRLLOOP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$PWD/native/build/Release" >/dev/null
 cmake --build native/build -j "$(nproc)"
 ls -la native/build/Release/*.node

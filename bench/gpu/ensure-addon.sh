@@ -10,7 +10,7 @@ ADDON=native/build/Release/rlloop_native.node
 [ -f "$ADDON" ] && exit 0
 # the sources in byte order whatever the machine's locale (a glob sorts by the shell's collation: the host's and the
 # GPU machine's hashed the same tree differently)
-hash=$(cd native && printf '%s\n' CMakeLists.txt src/* | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
+hash=$(cd native && { echo CMakeLists.txt; find src -type f; } | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
 if [ -f ".bench/addon/rlloop_native-$hash.node" ]; then
   mkdir -p "$(dirname "$ADDON")" && cp ".bench/addon/rlloop_native-$hash.node" "$ADDON"
   echo "addon: the carried build of sources $hash"

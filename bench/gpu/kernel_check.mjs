@@ -1,7 +1,7 @@
 // One forward (log-probs) and one backward (SFT objective, LoRA gradients) of the native module on make_rows.py's
 // rows, timed after a warm-up pass, writing the log-probs and every LoRA gradient to OUT_DIR. Run twice, with
-// RLLOOP_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels: gdn_kernels.cu, norm_kernels.cu, qkv_heads_kernels.cu), then compare_kernels.py.
-// Usage: node bench/gpu/kernel_check.mjs MODEL_DIR ROWS_DIR ADAPTER_DIR OUT_DIR [--dtype bfloat16] [--rows 8]
+// RLLOOP_KERNELS=0 (ATen everywhere) and 1 (the CUDA kernels: kernels/gdn.cu, kernels/rms_norm.cu, kernels/qkv_heads.cu), then compare_kernels.py.
+// Usage: node bench/gpu/kernel_check.mjs MODEL_DIR ROWS_DIR ADAPTER_DIR OUT_DIR [--dtype bfloat16] [--rows 8] [--tf32 auto|on|off]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -10,7 +10,7 @@ import { Model, deviceMemoryStats, preprocessImage, resetPeakMemoryStats } from 
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
-  options: { dtype: { type: "string", default: "bfloat16" }, rows: { type: "string", default: "8" } },
+  options: { dtype: { type: "string", default: "bfloat16" }, rows: { type: "string", default: "8" }, tf32: { type: "string", default: "auto" } },
 });
 const [modelDir, rowsDir, adapterDir, outDir] = positionals;
 mkdirSync(outDir, { recursive: true });
@@ -23,7 +23,7 @@ const inputs = rows.map((r) => ({
   scoreCount: r.scoreCount,
 }));
 
-const model = await Model.load(modelDir, { device: "cuda:0", dtype: values.dtype, checkpointing: "off", visionCacheBytes: 0 });
+const model = await Model.load(modelDir, { device: "cuda:0", dtype: values.dtype, checkpointing: "off", visionCacheBytes: 0, tf32: values.tf32 });
 await model.loadAdapter("policy", adapterDir);
 model.setTrainable("policy");
 const pass = async () => {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host side: fills the ignored folder .node/ with what the GPU machine lacks (it has python3 + torch, no Node, no
 # network): a compressed Node 20 binary, the production node_modules for linux-x64 (other platforms' tokenizers
-# binaries dropped), and the two header packages the addon build needs. Also builds dist/. Then each device call
+# binaries dropped), and the header packages the addon build needs (Node-API, nlohmann/json). Also builds dist/. Then each device call
 # carries [".node", "dist"] (well under the 64 MiB limit) and starts with `source bench/gpu/device-env.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,5 +21,6 @@ cp package.json package-lock.json "$work/"
 mv "$work/prod-modules.tar.xz" .node/
 rm -rf "$work" .node/headers && mkdir -p .node/headers
 cp -r node_modules/node-addon-api node_modules/node-api-headers .node/headers/
+mkdir -p .node/headers/nlohmann-json && cp -r /usr/include/nlohmann .node/headers/nlohmann-json/
 npx tsc -p tsconfig.json
 du -sh .node dist

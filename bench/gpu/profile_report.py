@@ -1,5 +1,5 @@
 """Where the GPU time goes, from a Kineto trace written by the native module (RLLOOP_PROFILE_TRACE, see
-native/src/profiler.h).
+native/src/diagnostics/profiler.h).
 
 Every GPU kernel is attributed to the CPU op that launched it, and that op to the named ranges around it on its
 thread: the model's annotations (vision, layer.linear_attention, gdn.core, mlp, lm_head, backward, optimizer) and,

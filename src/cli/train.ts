@@ -2,7 +2,7 @@
 // thin front end over the contract's TrainJob (src/train/one-shot.ts builds and runs it). Input errors are one line,
 // "rlloop train <kind>: ...", and exit 2 before any model loads.
 import { Command, Option } from "commander";
-import { Checkpointing, DeviceKind, DType, JOB_DEFAULTS, JobKind } from "../contract/index.js";
+import { Attention, Checkpointing, DeviceKind, DType, JOB_DEFAULTS, JobKind, Tf32 } from "../contract/index.js";
 import type { RawOptions } from "../train/one-shot.js";
 import { EXIT } from "./exit-codes.js";
 import { examples, nonNegativeInt, positiveInt, positiveNumber } from "./options.js";
@@ -47,6 +47,8 @@ function trainOptions(kind: JobKind): Command {
     .addOption(new Option("--device <kind>", "cuda or cpu (default: cuda when a GPU is visible)").choices(DeviceKind.options))
     .addOption(new Option("--dtype <t>", "compute dtype of the base model (default: bfloat16 on cuda, float32 on cpu)").choices(DType.options))
     .addOption(new Option("--checkpointing <mode>", "activation checkpointing per decoder layer").choices(Checkpointing.options).default("auto"))
+    .addOption(new Option("--tf32 <mode>", "TF32 for float32 matrix products on CUDA; auto: on for bfloat16, off for float32").choices(Tf32.options).default("auto"))
+    .addOption(new Option("--attention <backend>", "attention backend on CUDA: PyTorch's flash kernels, or cuDNN").choices(Attention.options).default("flash"))
     .option("--prompt <file>", "Jinja template of the user prompt over name and memory (default: docs/trainer.md)");
   if (kind === "sft") {
     cmd

@@ -30,6 +30,10 @@ export const DType = z.enum(["bfloat16", "float32"]).meta({ description: "comput
 export type DType = z.infer<typeof DType>;
 export const Checkpointing = z.enum(["on", "off", "auto"]).meta({ description: "activation checkpointing per decoder layer" });
 export type Checkpointing = z.infer<typeof Checkpointing>;
+export const Tf32 = z.enum(["auto", "on", "off"]).meta({ description: "TF32 for float32 matrix products on CUDA; auto: on for bfloat16, off for float32" });
+export type Tf32 = z.infer<typeof Tf32>;
+export const Attention = z.enum(["flash", "cudnn"]).meta({ description: "attention backend on CUDA: PyTorch's flash / memory-efficient kernels, or cuDNN" });
+export type Attention = z.infer<typeof Attention>;
 
 /** How a rank loads the base model; fixed for the life of a (resident) rank process. */
 export const ModelSpec = z.strictObject({
@@ -37,6 +41,8 @@ export const ModelSpec = z.strictObject({
   device: Device,
   dtype: DType,
   checkpointing: Checkpointing,
+  tf32: Tf32,
+  attention: Attention,
 });
 export type ModelSpec = z.infer<typeof ModelSpec>;
 

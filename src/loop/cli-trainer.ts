@@ -28,7 +28,7 @@ export function seedFlags(job: TrainJob): string[] {
 
 /** `rlloop train ppo`'s own flags beyond the seed's, from the typed trainer config and the job. */
 export function rlloopFlags(job: TrainJob, trainer: TrainerConfig): string[] {
-  const flags = ["--model", trainer.model ?? "", "--checkpointing", trainer.checkpointing];
+  const flags = ["--model", trainer.model ?? "", "--checkpointing", trainer.checkpointing, "--tf32", trainer.tf32, "--attention", trainer.attention];
   const optional: Array<[string, string | number | null]> = [
     ["--device", trainer.device], ["--dtype", trainer.dtype], ["--gpus", trainer.gpus], ["--prompt", job.prompt], ["--tis-cap", job.tis_cap],
   ];

@@ -85,7 +85,7 @@ export class ResidentRoundTrainer implements RoundTrainer {
   async #start(): Promise<ResidentTrainer> {
     const c = this.#config;
     try {
-      const choice = { model: c.model ?? "", device: c.device, dtype: c.dtype, checkpointing: c.checkpointing, gpus: c.gpus };
+      const choice = { model: c.model ?? "", device: c.device, dtype: c.dtype, checkpointing: c.checkpointing, tf32: c.tf32, attention: c.attention, gpus: c.gpus };
       const { model, ranks } = await resolveModel(choice, { ...process.env, ...c.env }, "trainer.model");
       return await ResidentTrainer.start({ model, ranks, env: c.env, log: this.#log, startTimeoutMs: c.startTimeoutS * 1000 });
     } catch (cause) {

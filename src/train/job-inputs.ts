@@ -2,7 +2,7 @@
 // trainer: the model folder and how it runs (device, dtype, ranks), the files a job names, and its rows and frames.
 import { access, readdir } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import type { Checkpointing, DType, ModelSpec, TrainJob } from "../contract/index.js";
+import type { Attention, Checkpointing, DType, ModelSpec, Tf32, TrainJob } from "../contract/index.js";
 import { TrainInputError } from "./errors.js";
 import { checkImages } from "./image-check.js";
 import { readRows } from "./rows.js";
@@ -13,6 +13,8 @@ export interface ModelChoice {
   device?: "cuda" | "cpu" | null;
   dtype?: DType | null;
   checkpointing: Checkpointing;
+  tf32?: Tf32;
+  attention?: Attention;
   gpus?: number | null;
 }
 
@@ -32,6 +34,8 @@ export async function resolveModel(choice: ModelChoice, env: NodeJS.ProcessEnv =
     device: device === "cpu" ? "cpu" : "cuda:0",
     dtype: choice.dtype ?? (device === "cpu" ? "float32" : "bfloat16"),
     checkpointing: choice.checkpointing,
+    tf32: choice.tf32 ?? "auto",
+    attention: choice.attention ?? "flash",
   };
   return { model, ranks };
 }

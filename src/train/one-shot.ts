@@ -1,7 +1,7 @@
 // A one-shot `rlloop train sft|ppo` run (the flags: src/cli/train.ts): the seed trainer's flags become the contract's
 // TrainJob (src/contract/job.ts), validated by its schema; everything is checked before the native module is touched
 // (imported lazily), then one rank runs in this process or N rank processes start (resident.ts).
-import { JOB_DEFAULTS, TrainJob, type Checkpointing, type DType, type JobKind, type ModelSpec } from "../contract/index.js";
+import { JOB_DEFAULTS, TrainJob, type Attention, type Checkpointing, type DType, type JobKind, type ModelSpec, type Tf32 } from "../contract/index.js";
 import { logger } from "../log.js";
 import { TrainInputError } from "./errors.js";
 import { checkJobFiles, checkRows, resolveModel } from "./job-inputs.js";
@@ -23,6 +23,8 @@ export interface RawOptions {
   device?: "cpu" | "cuda";
   dtype?: DType;
   checkpointing: Checkpointing;
+  tf32: Tf32;
+  attention: Attention;
   prompt?: string;
   tisCap?: number;
   mismatchStats: boolean;

@@ -27,5 +27,5 @@ export async function runJob(ctx: RankContext, model: Model, spec: ModelSpec, jo
 
 export async function loadModel(spec: ModelSpec): Promise<Model> {
   const { Model } = await import("../native.js");
-  return Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing });
+  return Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
 }

@@ -14,6 +14,7 @@
 // `fake-trainer.mjs init DIR` writes an initial adapter.
 import { mkdirSync, readFileSync, writeFileSync, renameSync, existsSync } from "node:fs";
 import { basename, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 const TENSORS = ["base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight", "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_B.weight"];
 const SHAPE = [2, 4];
@@ -80,7 +81,7 @@ if (process.env.FAKE_TRAINER_FAIL_WHILE && existsSync(process.env.FAKE_TRAINER_F
   process.exit(5);
 }
 
-if (process.env.FAKE_TRAINER_SLEEP_MS) await new Promise((r) => setTimeout(r, Number(process.env.FAKE_TRAINER_SLEEP_MS)));
+if (process.env.FAKE_TRAINER_SLEEP_MS) await sleep(Number(process.env.FAKE_TRAINER_SLEEP_MS));
 const rows = readFileSync(a.data, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
 const poison = process.env.FAKE_TRAINER_POISON;
 if (poison && rows.some((r) => r.name === poison)) { console.error(`fake-trainer: row named ${poison} breaks training`); process.exit(6); }

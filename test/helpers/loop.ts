@@ -14,6 +14,7 @@ import { parseConfig, type ConfigInput } from "../../src/loop/config/index.js";
 import { ensureStreams } from "../../src/loop/connection.js";
 import { consumerName, decodeWithNonFinite, EVENT_STREAM, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../../src/contract/index.js";
 import { startNatsServer, type NatsServer } from "./nats.js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 export const REPO = resolve(import.meta.dirname, "..", "..");
 export const FAKE_TRAINER = join(REPO, "test", "helpers", "fake-trainer.mjs");
@@ -182,7 +183,7 @@ export async function waitFor<T>(what: string, check: () => Promise<T | null | u
     const value = await check();
     if (value !== null && value !== undefined && value !== false) return value;
     if (Date.now() > until) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { launchServer, waitHealthy } from "./nats-configured.js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 export interface ClusterNode {
   name: string;
@@ -60,7 +61,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
       for (let i = 0; i < 200; i++) {
         const leader = (await jsm.streams.info(stream).catch(() => null))?.cluster?.leader;
         if (leader) return leader;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       throw new Error(`no leader of ${stream}`);
     },

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { natsServerBinary } from "../../src/setup-env.js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 export interface ServerPorts {
   client: number;
@@ -46,7 +47,7 @@ export async function launchServer(dir: string, conf: string, opts: { healthy?: 
       ports = { client: port(found.nats[0]), monitor: port(found.monitoring[0]), cluster: found.cluster ? port(found.cluster[0]) : null };
     } catch {
       if (i > 300) throw new Error(`nats-server (${file}) wrote no ports file ${portsFile}:\n${output}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
   }
   const launched: LaunchedServer = {
@@ -65,7 +66,7 @@ export async function launchServer(dir: string, conf: string, opts: { healthy?: 
 export async function waitHealthy(monitorPort: number): Promise<void> {
   for (let i = 0; i < 600; i++) {
     if (await fetch(`http://127.0.0.1:${monitorPort}/healthz`).then((r) => r.ok, () => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   throw new Error(`nats-server with monitoring port ${monitorPort} not healthy after 60 s`);
 }

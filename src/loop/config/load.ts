@@ -148,6 +148,8 @@ const FLAG_FIELDS: Record<string, { field: string; kind: "string" | "number" | "
   "--dtype": { field: "dtype", kind: "string" },
   "--gpus": { field: "gpus", kind: "number" },
   "--checkpointing": { field: "checkpointing", kind: "string" },
+  "--tf32": { field: "tf32", kind: "string" },
+  "--attention": { field: "attention", kind: "string" },
   "--epochs": { field: "epochs", kind: "number" },
   "--lr": { field: "lr", kind: "number" },
   "--batch": { field: "batch", kind: "number" },
@@ -159,7 +161,7 @@ const FLAG_FIELDS: Record<string, { field: string; kind: "string" | "number" | "
 
 /** What to write instead of an old `trainer.args` list, computed from the list itself. */
 function trainerArgsRewrite(value: unknown): string {
-  if (!Array.isArray(value) || value.length === 0) return "remove the empty 'trainer.args' and set 'trainer.model' (and any of epochs, lr, batch, accumulation, gpus, device, dtype, checkpointing, prompt, tisCap, mismatchStats)";
+  if (!Array.isArray(value) || value.length === 0) return "remove the empty 'trainer.args' and set 'trainer.model' (and any of epochs, lr, batch, accumulation, gpus, device, dtype, checkpointing, tf32, attention, prompt, tisCap, mismatchStats)";
   const fields: Record<string, unknown> = {};
   const unknown: string[] = [];
   for (let i = 0; i < value.length; i++) {

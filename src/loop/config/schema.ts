@@ -2,7 +2,7 @@
 // tables, config/default.json and schema/config.schema.json are generated from it (scripts/gen-schemas.ts; a test
 // fails when they are stale). Unknown keys and wrong types fail by name.
 import { z } from "zod";
-import { AdvantageEstimator, Checkpointing, DeviceKind, DType, POLICY_NAME } from "../../contract/index.js";
+import { AdvantageEstimator, Attention, Checkpointing, DeviceKind, DType, POLICY_NAME, Tf32 } from "../../contract/index.js";
 
 const doc = <T extends z.ZodType>(schema: T, description: string): T => schema.meta({ description }) as T;
 const positiveInt = () => z.number().int({ error: "must be an integer" }).positive({ error: "must be a positive integer" });
@@ -108,6 +108,8 @@ const Trainer = z.strictObject({
   dtype: doc(DType.nullable().default(null), "compute dtype of the base model; null = bfloat16 on cuda, float32 on cpu"),
   gpus: doc(positiveInt().nullable().default(null), "rank processes, one per GPU; null = every GPU `trainer.env`'s CUDA_VISIBLE_DEVICES (or the host) shows, 1 on cpu"),
   checkpointing: doc(Checkpointing.default("auto"), "activation checkpointing per decoder layer"),
+  tf32: doc(Tf32.default("auto"), "TF32 for the float32 matrix products on CUDA (the delta rule's chunks); auto = on for bfloat16, off for float32"),
+  attention: doc(Attention.default("flash"), "attention backend on CUDA: `flash` (PyTorch's flash / memory-efficient kernels) or `cudnn`"),
   epochs: doc(positiveInt().default(2), "passes over a round's rows"),
   lr: doc(z.number().positive().default(3e-6), "learning rate (constant, as the seed's PPO)"),
   batch: doc(positiveInt().default(16), "rows per rank per forward"),

@@ -1,0 +1,294 @@
+// The block programs' CUDA executor (block/program.h): the program's thread count a block; matrix products on the
+// tensor cores in TF32 (WMMA 16x16x8 tiles, a warp taking a unit of up to 2 x 2 tiles that share their
+// fragments, float32 accumulators) or, for float32 models, exact float32 on the SIMT cores; the 16-row solves one
+// column a thread in registers; reductions over warps. Everything is inlined into the program, so its
+// compile-time shapes fold into the index arithmetic.
+#pragma once
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <mma.h>
+
+#include <type_traits>
+
+#include "block/program.h"
+#include "kernels/device_helpers.cuh"
+
+namespace rlloop::block {
+
+template <bool kTf32, int kBlockThreads>
+class CudaBlock {
+  static constexpr int kBlockWarps = kBlockThreads / cuda::kWarp;
+
+ public:
+  template <class F>
+  __device__ __forceinline__ void for_each(int n, F&& f) const {
+    for (int i = threadIdx.x; i < n; i += kBlockThreads) f(i);
+  }
+  // The thread's own asynchronous loads first (cp.async completes per thread), then the barrier that makes every
+  // thread's writes, those loads included, visible to all.
+  __device__ __forceinline__ void sync() const {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+  }
+  template <class F>
+  __device__ __forceinline__ void single(F&& f) const {
+    if (threadIdx.x == 0) f();
+  }
+
+  // One warp: two log-decays a lane, an inclusive scan over the lanes by shuffles.
+  __device__ __forceinline__ void decays(const float* g, float* cum, float* e, float* f) const {
+    if (threadIdx.x >= cuda::kWarp) return;
+    const int lane = threadIdx.x;
+    const float a = g[2 * lane], b = g[2 * lane + 1];
+    float inclusive = a + b;
+#pragma unroll
+    for (int offset = 1; offset < cuda::kWarp; offset <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += up;
+    }
+    const float last = __shfl_sync(0xffffffffu, inclusive, cuda::kWarp - 1);
+    const float first = inclusive - b;
+    cum[2 * lane] = first;
+    cum[2 * lane + 1] = inclusive;
+    e[2 * lane] = expf(first);
+    e[2 * lane + 1] = expf(inclusive);
+    f[2 * lane] = expf(last - first);
+    f[2 * lane + 1] = expf(last - inclusive);
+  }
+
+  // One warp a row, lanes along the columns.
+  template <class F>
+  __device__ __forceinline__ void row_sums(int rows, int cols, float* out, F&& f) const {
+    const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
+    for (int r = warp; r < rows; r += kBlockWarps) {
+      float s = 0.0f;
+      for (int c = lane; c < cols; c += cuda::kWarp) s += f(r, c);
+      s = cuda::warp_sum(s);
+      if (lane == 0) out[r] = s;
+    }
+  }
+
+  template <class F>
+  __device__ __forceinline__ float sum(int n, F&& f) const {
+    __shared__ float partial[kBlockWarps];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += kBlockThreads) s += f(i);
+    s = cuda::warp_sum(s);
+    __syncthreads();  // every thread is past its earlier reads, and a previous sum's partials are consumed
+    if (threadIdx.x % cuda::kWarp == 0) partial[threadIdx.x / cuda::kWarp] = s;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kBlockWarps; ++w) total += partial[w];
+    return total;
+  }
+
+  __device__ __forceinline__ void copy(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    const int quads = cols / 4;
+    for (int i = threadIdx.x; i < rows * quads; i += kBlockThreads) {
+      const int r = i / quads, c = (i % quads) * 4;
+      *reinterpret_cast<float4*>(dst + r * ldd + c) = *reinterpret_cast<const float4*>(src + r * lds + c);
+    }
+  }
+
+  // 16-byte cp.async copies, cached in L2 only (each element is read once a block), one group committed; the
+  // next sync() waits for them.
+  __device__ __forceinline__ void load(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
+    const int quads = cols / 4;
+    for (int i = threadIdx.x; i < rows * quads; i += kBlockThreads) {
+      const int r = i / quads, c = (i % quads) * 4;
+      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst + r * ldd + c));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src + r * lds + c) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+
+  __device__ __forceinline__ void mm(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    if constexpr (kTf32) {
+      mm_tensor_cores(M, N, terms, count, C, ldc, beta);
+    } else {
+      for (int x = threadIdx.x; x < M * N; x += kBlockThreads) {
+        C[x / N * ldc + x % N] = product_element(x / N, x % N, terms, count, C, ldc, beta);
+      }
+    }
+  }
+
+  // One right-hand-side column a thread, carried through the substitution in registers; A's entries are read by
+  // every thread at the same address (shared-memory broadcasts).
+  __device__ __forceinline__ void solve16(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+    constexpr int kRows = 16;
+    for (int c = threadIdx.x; c < cols; c += kBlockThreads) {
+      float x[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) x[i] = X[i * ldx + c];
+      if (!transposed) {
+#pragma unroll
+        for (int i = 1; i < kRows; ++i) {
+          float s = x[i];
+#pragma unroll
+          for (int j = 0; j < i; ++j) s -= A[i * lda + j] * x[j];
+          x[i] = s;
+        }
+      } else {
+#pragma unroll
+        for (int i = kRows - 2; i >= 0; --i) {
+          float s = x[i];
+#pragma unroll
+          for (int j = i + 1; j < kRows; ++j) s -= A[j * lda + i] * x[j];
+          x[i] = s;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) X[i * ldx + c] = x[i];
+    }
+  }
+
+ private:
+  using Accumulator = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float>;
+
+  template <class Layout>
+  using FragmentA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32, Layout>;
+  template <class Layout>
+  using FragmentB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 8, nvcuda::wmma::precision::tf32, Layout>;
+
+  template <class Fragment>
+  __device__ __forceinline__ static void load_tf32(Fragment& frag, const float* p, int ld) {
+    nvcuda::wmma::load_matrix_sync(frag, p, ld);
+#pragma unroll
+    for (int i = 0; i < frag.num_elements; ++i) frag.x[i] = nvcuda::wmma::__float_to_tf32(frag.x[i]);
+  }
+
+  // part[h][r][s] += op(A)[m0 + 16r : +16, k] op(B)[k, n0 + 16s : +16] over the k-steps k = 8h, 8h + 8·kSplit, …:
+  // a warp's unit of kRows x kWidth tiles, the layouts fixed at compile time. Each k-step loads kRows A and
+  // kWidth B fragments for kRows·kWidth products, so a wider unit converts fewer fragments a product; kSplit
+  // accumulator sets interleave over k so that consecutive products do not wait on each other's results (the
+  // kernels run one or two blocks an SM: too few warps to hide a tensor-core product's latency otherwise).
+  template <int kSplit, int kRows, int kWidth, class LayoutA, class LayoutB>
+  __device__ __forceinline__ static void unit_product(Accumulator (&part)[kSplit][kRows][kWidth], const Term& t, int m0,
+                                                      int n0) {
+    constexpr bool kColA = std::is_same_v<LayoutA, nvcuda::wmma::col_major>;
+    constexpr bool kColB = std::is_same_v<LayoutB, nvcuda::wmma::col_major>;
+    FragmentA<LayoutA> fa[kRows];
+    FragmentB<LayoutB> fb[kWidth];
+    for (int k0 = 0; k0 < t.k; k0 += 8 * kSplit) {
+#pragma unroll
+      for (int h = 0; h < kSplit; ++h) {
+        const int k = k0 + 8 * h;
+        if (kSplit > 1 && k >= t.k) break;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const int m = m0 + 16 * r;
+          load_tf32(fa[r], kColA ? t.a + k * t.lda + m : t.a + m * t.lda + k, t.lda);
+        }
+#pragma unroll
+        for (int s = 0; s < kWidth; ++s) {
+          const int n = n0 + 16 * s;
+          load_tf32(fb[s], kColB ? t.b + n * t.ldb + k : t.b + k * t.ldb + n, t.ldb);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int s = 0; s < kWidth; ++s) nvcuda::wmma::mma_sync(part[h][r][s], fa[r], fb[s], part[h][r][s]);
+      }
+    }
+  }
+
+  template <int kSplit, int kRows, int kWidth>
+  __device__ __forceinline__ static void term_product(Accumulator (&part)[kSplit][kRows][kWidth], const Term& t, int m0,
+                                                      int n0) {
+    using nvcuda::wmma::col_major;
+    using nvcuda::wmma::row_major;
+    if (t.transpose_a) {
+      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, col_major, col_major>(part, t, m0, n0);
+      else unit_product<kSplit, kRows, kWidth, col_major, row_major>(part, t, m0, n0);
+    } else {
+      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, row_major, col_major>(part, t, m0, n0);
+      else unit_product<kSplit, kRows, kWidth, row_major, row_major>(part, t, m0, n0);
+    }
+  }
+
+  // The output in units of kRows x kWidth tiles, units spread over the warps.
+  template <int kSplit, int kRows, int kWidth>
+  __device__ __forceinline__ void mm_units(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    const int warp = threadIdx.x / cuda::kWarp, units_n = N / (16 * kWidth), units = (M / (16 * kRows)) * units_n;
+    for (int unit = warp; unit < units; unit += kBlockWarps) {
+      const int m0 = (unit / units_n) * 16 * kRows, n0 = (unit % units_n) * 16 * kWidth;
+      Accumulator acc[kRows][kWidth];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int s = 0; s < kWidth; ++s) {
+          float* c = C + (m0 + 16 * r) * ldc + n0 + 16 * s;
+          if (beta != 0.0f) {
+            nvcuda::wmma::load_matrix_sync(acc[r][s], c, ldc, nvcuda::wmma::mem_row_major);
+#pragma unroll
+            for (int i = 0; i < acc[r][s].num_elements; ++i) acc[r][s].x[i] *= beta;
+          } else {
+            nvcuda::wmma::fill_fragment(acc[r][s], 0.0f);
+          }
+        }
+      for (int t = 0; t < count; ++t) {
+        Accumulator part[kSplit][kRows][kWidth];
+#pragma unroll
+        for (int h = 0; h < kSplit; ++h)
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int s = 0; s < kWidth; ++s) nvcuda::wmma::fill_fragment(part[h][r][s], 0.0f);
+        term_product<kSplit, kRows, kWidth>(part, terms[t], m0, n0);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int s = 0; s < kWidth; ++s)
+#pragma unroll
+            for (int i = 0; i < acc[r][s].num_elements; ++i) {
+              float p = part[0][r][s].x[i];
+#pragma unroll
+              for (int h = 1; h < kSplit; ++h) p += part[h][r][s].x[i];
+              acc[r][s].x[i] += terms[t].alpha * p;
+            }
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int s = 0; s < kWidth; ++s)
+          nvcuda::wmma::store_matrix_sync(C + (m0 + 16 * r) * ldc + n0 + 16 * s, acc[r][s], ldc,
+                                          nvcuda::wmma::mem_row_major);
+    }
+  }
+
+  // The widest unit that still gives every warp one: 2 x 2 tiles, else strips of two, else single tiles. The
+  // narrower units split their k-steps over two accumulator sets (a 2 x 2 unit already has four independent ones).
+  // A 2 x 2 unit holds 64 accumulator floats a thread: in a 512-thread program (128 registers at most) only the
+  // shapes below 128 x 128 keep it clear of spills — check `cuda-compile-check.sh --ptxas` when a program's shapes change.
+  __device__ __forceinline__ void mm_tensor_cores(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
+    const int tiles = (M / 16) * (N / 16);
+    if (M % 32 == 0 && N % 32 == 0 && tiles >= 4 * kBlockWarps) mm_units<1, 2, 2>(M, N, terms, count, C, ldc, beta);
+    else if (N % 32 == 0 && tiles >= 2 * kBlockWarps) mm_units<2, 1, 2>(M, N, terms, count, C, ldc, beta);
+    else mm_units<2, 1, 1>(M, N, terms, count, C, ldc, beta);
+  }
+};
+
+template <class Program, bool kTf32>
+__global__ void __launch_bounds__(Program::kThreads) program_kernel(const Program program) {
+  extern __shared__ __align__(128) float shared[];
+  program.run(CudaBlock<kTf32, Program::kThreads>(), shared, blockIdx.x);
+}
+
+// Launches program over `blocks` blocks on the current stream, TF32 products or exact float32 ones.
+template <class Program>
+void run_on_cuda(const Program& program, int64_t blocks, bool tf32) {
+  if (blocks == 0) return;
+  constexpr size_t kBytes = static_cast<size_t>(Program::kSharedFloats) * sizeof(float);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const auto launch = [&](auto kernel) {
+    // Over 48 KiB of dynamic shared memory must be asked for per kernel; cheap, so not cached.
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)));
+    kernel<<<static_cast<unsigned>(blocks), Program::kThreads, kBytes, stream>>>(program);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (tf32) launch(program_kernel<Program, true>);
+  else launch(program_kernel<Program, false>);
+}
+
+}  // namespace rlloop::block

@@ -1,0 +1,456 @@
+// The chunked gated delta rule as six block programs (block/program.h): the forward in three kernels and the
+// backward in four, the first shared. Same algorithm and notation as delta_rule/aten.cpp, whose ATen
+// formulation is their reference (docs/native-api.md), for C = 64 and key and value heads of one size D:
+//
+//   per chunk (all chunks at once): cum = cumsum(g), P_ij = exp(cum_i − cum_j) (j ≤ i, else 0), e = exp(cum),
+//     f = exp(cum_last − cum), dec = exp(cum_last); A = (diag(β) k kᵀ) ⊙ P, intra = (q kᵀ) ⊙ P;
+//     [U | W] = (I + SL(A))⁻¹ [v·β | k·β·e]  (SL: strictly lower);  Qd = q·e, Kend = k·f
+//   scan over chunks (per sequence and block of value columns; S from zero):
+//     V = U − W S;  S ← dec S + Kendᵀ V   (S_n: the state at chunk n's start)
+//   per chunk: O = Qd S_n + intra V
+//
+// Backward, with dS the gradient of the state after chunk n (zero after the last):
+//   reverse scan:  dV = Kend dS + intraᵀ dO;  dS ← dec dS + Qdᵀ dO − Wᵀ dV
+//   per chunk:     dKend = V dSᵀ, ddec = ⟨S_n, dS⟩, dQd = dO S_nᵀ, dintra = dO Vᵀ, dW = −dV S_nᵀ;
+//                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW], dA = −SL(dR [U | W]ᵀ), then back to q, k, v, β, g.
+//
+// Tensors: q, k, v, U, W, V, O, Kend, Qd and their gradients [B·H·N chunks, 64, D] float32 (a sequence's chunks
+// consecutive), β, g [chunks, 64], S states [chunks, D, D], intra and dintra [chunks, 64, 64], ddec [chunks].
+// What goes through global memory between the kernels is about what the ATen version materialises too; the gain
+// is that each kernel reads a chunk's tensors once instead of ~150 ATen operations a layer passing over them.
+// The solves run in blocks of 16 rows (unit_lower_solve): products for the off-diagonal blocks, so in TF32 on a
+// bfloat16 model like the rest, and float32 substitutions inside the diagonal ones.
+//
+// Memory: every operand reaches shared memory through the executor's asynchronous loads (block/program.h), all
+// of a phase's in flight at once, and the products and elementwise passes read shared memory only (products
+// straight from global memory, tried, saturated L1 with re-read fragments: 1.4x slower; elementwise passes over
+// global memory waited for one load a thread at a time). The chunk kernels load most of a chunk up front (one
+// block an SM: 187-223 KB) and the rest into regions as they free up; the scans hold the chunk's full-width
+// operands in shared memory and load the next chunk's during the current chunk's products.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "block/program.h"
+
+namespace rlloop::delta_rule {
+
+using block::region;
+using block::Term;
+
+constexpr int kChunk = 64;
+// Added to every shared row: keeps rows 16-byte aligned and staggers them over the shared-memory banks.
+constexpr int kPad = 4;
+constexpr int kChunkLd = kChunk + kPad;
+
+constexpr int row_ld(int cols) { return cols + kPad; }
+
+// The shapes every program assumes: tiles of 16 (the tensor cores'), whole float4s, scan blocks dividing D.
+template <int D, int BV = D>
+constexpr bool kShapesFit = D % 16 == 0 && BV % 16 == 0 && D % BV == 0;
+
+// exp(cum_i − cum_j) where j ≤ i, else 0 (the chunk's pairwise decay).
+RLLOOP_BLOCK_FN inline float pair_decay(const float* cum, int i, int j) {
+  return j <= i ? expf(cum[i] - cum[j]) : 0.0f;
+}
+
+// X ← (I + SL(A))⁻¹ X (or ⁻ᵀ) for A 64 x 64 (leading dimension kChunkLd) and X 64 x NC, in blocks of 16 rows:
+// each block row takes the products with the rows already solved (one matrix product, on the tensor cores where
+// the executor has them), then a 16-row substitution, one column a thread.
+template <int NC, class Exec>
+RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, int ldx, bool transposed) {
+  constexpr int kBlock = 16, kBlocks = kChunk / kBlock;
+  for (int step = 0; step < kBlocks; ++step) {
+    const int b = transposed ? kBlocks - 1 - step : step, r0 = b * kBlock;
+    if (step > 0) {
+      // forward: X_b −= A[b, :b] X[:b]; transposed: X_b −= (A[b+1:, b])ᵀ X[b+1:]
+      const Term t = transposed ? Term{A + (r0 + kBlock) * kChunkLd + r0, kChunkLd, true, X + (r0 + kBlock) * ldx, ldx,
+                                       false, kChunk - r0 - kBlock, -1.0f}
+                                : Term{A + r0 * kChunkLd, kChunkLd, false, X, ldx, false, r0, -1.0f};
+      ex.mm(kBlock, NC, &t, 1, X + r0 * ldx, ldx, 1.0f);
+      ex.sync();
+    }
+    ex.solve16(A + r0 * kChunkLd + r0, kChunkLd, X + r0 * ldx, ldx, NC, transposed);
+    ex.sync();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Prep (forward and backward; one block per chunk): U, W and Kend = k·f; for the backward also intra = (q kᵀ) ⊙ P
+// and Qd = q·e (intra and Qd both given or both null).
+template <int D>
+struct Prep {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
+  static constexpr int kThreads = 256;
+  static constexpr int kLdR = row_ld(2 * D);
+  // R: [q | k] while intra is computed (the backward; the forward loads v on the left at once), then
+  // [v·β | k·β·e], solved in place to [U | W]
+  static constexpr int64_t kR = 0, kA = kR + region(kChunk * kLdR), kI = kA + region(kChunk * kChunkLd),
+                           kVectors = kI + region(kChunk * kChunkLd), kSharedFloats = kVectors + 4 * kChunk;
+
+  const float *q, *k, *v, *beta, *g;
+  float *U, *W, *Kend;
+  float *intra, *Qd;  // the backward's: nullable
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
+    float *sR = shared + kR, *sA = shared + kA, *sI = shared + kI;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
+    float* sk = sR + D;  // the right half
+    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk;
+    const bool backward = intra != nullptr;
+
+    ex.load(sk, kLdR, k + at, D, kChunk, D);
+    ex.load(sR, kLdR, (backward ? q : v) + at, D, kChunk, D);
+    ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
+    ex.decays(g + at_c, cum, e, f);
+    ex.sync();
+    const Term kk{sk, kLdR, false, sk, kLdR, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
+    if (backward) {
+      const Term qk{sR, kLdR, false, sk, kLdR, true, D, 1.0f};
+      ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
+      ex.for_each(kChunk * D, [&](int x) { Qd[at + x] = sR[(x / D) * kLdR + x % D] * e[x / D]; });
+    }
+    ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = sk[(x / D) * kLdR + x % D] * f[x / D]; });
+    ex.sync();
+    if (backward) {
+      ex.load(sR, kLdR, v + at, D, kChunk, D);  // q is used up
+      float* out = intra + chunk * kChunk * kChunk;
+      ex.for_each(kChunk * kChunk, [&](int x) {
+        const int i = x / kChunk, j = x % kChunk;
+        out[x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
+      });
+    }
+    ex.for_each(kChunk * kChunk, [&](int x) {  // A = (diag(β) k kᵀ) ⊙ P, strictly lower
+      const int i = x / kChunk, j = x % kChunk;
+      sA[i * kChunkLd + j] = j < i ? sbeta[i] * sA[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
+    });
+    ex.for_each(kChunk * D, [&](int x) { sk[(x / D) * kLdR + x % D] *= sbeta[x / D] * e[x / D]; });
+    if (!backward) ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLdR + x % D] *= sbeta[x / D]; });
+    ex.sync();
+    if (backward) {
+      ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLdR + x % D] *= sbeta[x / D]; });
+      ex.sync();
+    }
+    unit_lower_solve<2 * D>(ex, sA, sR, kLdR, /*transposed=*/false);
+    ex.copy(U + at, D, sR, kLdR, kChunk, D);
+    ex.copy(W + at, D, sk, kLdR, kChunk, D);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The forward scan: one block per sequence and block of BV value columns (the columns of S are independent), the
+// chunks in order. Writes V and every chunk's starting state. Two phases a chunk, each loading what the other
+// needs next: V = U − W S while Kend comes in, S ← dec S + Kendᵀ V while the next chunk's W, U and g do (U in the
+// other of two buffers: the second phase still reads this chunk's V).
+template <int D, int BV>
+struct ScanForward {
+  static_assert(kShapesFit<D, BV>, "head size and scan block: multiples of 16, the block dividing the head");
+  static constexpr int kThreads = 256;
+  static constexpr int kLdS = row_ld(BV), kLd = row_ld(D);
+  static constexpr int64_t kVStride = region(kChunk * kLdS);  // between the two V buffers
+  static constexpr int64_t kS = 0, kV = kS + region(D * kLdS), kW = kV + 2 * kVStride,
+                           kK = kW + region(kChunk * kLd), kG = kK + region(kChunk * kLd), kVectors = kG + kChunk,
+                           kSharedFloats = kVectors + 3 * kChunk;
+
+  const float *U, *W, *Kend, *g;
+  float *V, *states;
+  int N;
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t block) const {
+    float *sS = shared + kS, *sW = shared + kW, *sK = shared + kK, *sg = shared + kG;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
+    const int64_t sequence = block / (D / BV);
+    const int col = static_cast<int>(block % (D / BV)) * BV;
+    const auto sV = [&](int n) { return shared + kV + (n & 1) * kVStride; };
+    const auto load_next = [&](int n) {  // chunk n's W, U and g
+      const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
+      ex.load(sW, kLd, W + at, D, kChunk, D);
+      ex.load(sV(n), kLdS, U + at + col, D, kChunk, BV);
+      ex.load(sg, kChunk, g + chunk * kChunk, kChunk, 1, kChunk);
+    };
+
+    load_next(0);
+    ex.for_each(D * BV, [&](int x) { sS[(x / BV) * kLdS + x % BV] = 0.0f; });
+    ex.sync();
+    for (int n = 0; n < N; ++n) {
+      const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
+      if (n + 1 < N) ex.load(sK, kLd, Kend + at, D, kChunk, D);
+      ex.copy(states + chunk * D * D + col, D, sS, kLdS, D, BV);
+      ex.decays(sg, cum, e, f);
+      const Term ws{sW, kLd, false, sS, kLdS, false, D, -1.0f};
+      ex.mm(kChunk, BV, &ws, 1, sV(n), kLdS, 1.0f);  // V = U − W S
+      ex.sync();
+      if (n + 1 < N) load_next(n + 1);
+      ex.copy(V + at + col, D, sV(n), kLdS, kChunk, BV);
+      if (n + 1 == N) break;
+      const Term kv{sK, kLd, true, sV(n), kLdS, false, kChunk, 1.0f};
+      ex.mm(D, BV, &kv, 1, sS, kLdS, e[kChunk - 1]);  // S ← dec S + Kendᵀ V
+      ex.sync();
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The output (one block per chunk): O = Qd S_n + intra V, every operand loaded at once.
+template <int D>
+struct Output {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
+  static constexpr int kThreads = 512;
+  static constexpr int kLd = row_ld(D);
+  static constexpr int64_t kQ = 0, kK = kQ + region(kChunk * kLd), kV = kK + region(kChunk * kLd),
+                           kI = kV + region(kChunk * kLd), kS = kI + region(kChunk * kChunkLd),
+                           kVectors = kS + region(D * kLd), kSharedFloats = kVectors + 3 * kChunk;
+
+  const float *q, *k, *g, *V, *states;
+  float* O;
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
+    float *sq = shared + kQ, *sk = shared + kK, *sV = shared + kV, *sI = shared + kI, *sS = shared + kS;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
+    const int64_t at = chunk * kChunk * D;
+
+    ex.load(sq, kLd, q + at, D, kChunk, D);
+    ex.load(sk, kLd, k + at, D, kChunk, D);
+    ex.load(sS, kLd, states + chunk * D * D, D, D, D);
+    ex.load(sV, kLd, V + at, D, kChunk, D);
+    ex.decays(g + chunk * kChunk, cum, e, f);
+    ex.sync();
+    const Term qk{sq, kLd, false, sk, kLd, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
+    ex.sync();
+    ex.for_each(kChunk * kChunk, [&](int x) {
+      const int i = x / kChunk, j = x % kChunk;
+      sI[i * kChunkLd + j] *= pair_decay(cum, i, j);
+    });
+    ex.for_each(kChunk * D, [&](int x) { sq[(x / D) * kLd + x % D] *= e[x / D]; });  // Qd
+    ex.sync();
+    const Term terms[2] = {{sq, kLd, false, sS, kLd, false, D, 1.0f}, {sI, kChunkLd, false, sV, kLd, false, kChunk, 1.0f}};
+    ex.mm(kChunk, D, terms, 2, O + at, D, 0.0f);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The backward scan: one block per sequence and block of BV value columns, the chunks in reverse. Writes dV and
+// the gradient of every chunk's end state (dS_next). Two phases a chunk as in the forward scan: dV = Kend dS +
+// intraᵀ dO while Qd and W come in, dS ← dec dS + Qdᵀ dO − Wᵀ dV while the previous chunk's Kend, intra, dO
+// (the other buffer) and g do.
+template <int D, int BV>
+struct ScanBackward {
+  static_assert(kShapesFit<D, BV>, "head size and scan block: multiples of 16, the block dividing the head");
+  static constexpr int kThreads = 256;
+  static constexpr int kLdS = row_ld(BV), kLd = row_ld(D);
+  static constexpr int64_t kdOStride = region(kChunk * kLdS);  // between the two dO buffers
+  static constexpr int64_t kdS = 0, kdO = kdS + region(D * kLdS), kdV = kdO + 2 * kdOStride,
+                           kK = kdV + region(kChunk * kLdS), kQ = kK + region(kChunk * kLd),
+                           kW = kQ + region(kChunk * kLd), kI = kW + region(kChunk * kLd),
+                           kG = kI + region(kChunk * kChunkLd), kVectors = kG + kChunk,
+                           kSharedFloats = kVectors + 3 * kChunk;
+
+  const float *Kend, *Qd, *W, *intra, *g, *dO;
+  float *dV, *dS_next;
+  int N;
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t block) const {
+    float *sdS = shared + kdS, *sdV = shared + kdV, *sK = shared + kK, *sQ = shared + kQ, *sW = shared + kW;
+    float *sI = shared + kI, *sg = shared + kG;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
+    const int64_t sequence = block / (D / BV);
+    const int col = static_cast<int>(block % (D / BV)) * BV;
+    const auto sdO = [&](int n) { return shared + kdO + (n & 1) * kdOStride; };
+    const auto load_previous = [&](int n) {  // chunk n's Kend, intra, dO and g
+      const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
+      ex.load(sK, kLd, Kend + at, D, kChunk, D);
+      ex.load(sI, kChunkLd, intra + chunk * kChunk * kChunk, kChunk, kChunk, kChunk);
+      ex.load(sdO(n), kLdS, dO + at + col, D, kChunk, BV);
+      ex.load(sg, kChunk, g + chunk * kChunk, kChunk, 1, kChunk);
+    };
+
+    load_previous(N - 1);
+    ex.for_each(D * BV, [&](int x) { sdS[(x / BV) * kLdS + x % BV] = 0.0f; });
+    ex.sync();
+    for (int n = N - 1; n >= 0; --n) {
+      const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
+      if (n > 0) {
+        ex.load(sQ, kLd, Qd + at, D, kChunk, D);
+        ex.load(sW, kLd, W + at, D, kChunk, D);
+      }
+      ex.copy(dS_next + chunk * D * D + col, D, sdS, kLdS, D, BV);
+      ex.decays(sg, cum, e, f);
+      const Term dv[2] = {{sK, kLd, false, sdS, kLdS, false, D, 1.0f},
+                          {sI, kChunkLd, true, sdO(n), kLdS, false, kChunk, 1.0f}};
+      ex.mm(kChunk, BV, dv, 2, sdV, kLdS, 0.0f);  // dV = Kend dS + intraᵀ dO
+      ex.sync();
+      if (n > 0) load_previous(n - 1);
+      ex.copy(dV + at + col, D, sdV, kLdS, kChunk, BV);
+      if (n == 0) break;
+      const Term ds[2] = {{sQ, kLd, true, sdO(n), kLdS, false, kChunk, 1.0f}, {sW, kLd, true, sdV, kLdS, false, kChunk, -1.0f}};
+      ex.mm(D, BV, ds, 2, sdS, kLdS, e[kChunk - 1]);  // dS ← dec dS + Qdᵀ dO − Wᵀ dV
+      ex.sync();
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The gradients that go through the states (one block per chunk): dKend, dQd, dW, dintra and ddec.
+template <int D>
+struct StateGrads {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
+  static constexpr int kThreads = 512;
+  static constexpr int kLd = row_ld(D);
+  static constexpr int kRowsM = 2 * kChunk > D ? 2 * kChunk : D;
+  // S: S_n. M: W on top of dV, then dS. V: U, then V.
+  static constexpr int64_t kS = 0, kM = kS + region(D * kLd), kV = kM + region(kRowsM * kLd),
+                           kdO = kV + region(kChunk * kLd), kSharedFloats = kdO + region(kChunk * kLd);
+
+  const float *U, *W, *states, *dS_next, *dO, *dV;
+  float *dKend, *dQd, *dW, *dintra, *ddec;
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
+    float *sS = shared + kS, *sM = shared + kM, *sV = shared + kV, *sdO = shared + kdO;
+    float* sdV = sM + kChunk * kLd;
+    const int64_t at = chunk * kChunk * D;
+
+    ex.load(sS, kLd, states + chunk * D * D, D, D, D);
+    ex.load(sM, kLd, W + at, D, kChunk, D);
+    ex.load(sdV, kLd, dV + at, D, kChunk, D);
+    ex.load(sV, kLd, U + at, D, kChunk, D);
+    ex.load(sdO, kLd, dO + at, D, kChunk, D);
+    ex.sync();
+    const Term ws{sM, kLd, false, sS, kLd, false, D, -1.0f};
+    ex.mm(kChunk, D, &ws, 1, sV, kLd, 1.0f);  // V = U − W S_n
+    const Term os{sdO, kLd, false, sS, kLd, true, D, 1.0f};
+    ex.mm(kChunk, D, &os, 1, dQd + at, D, 0.0f);  // dQd = dO S_nᵀ
+    const Term vs{sdV, kLd, false, sS, kLd, true, D, -1.0f};
+    ex.mm(kChunk, D, &vs, 1, dW + at, D, 0.0f);  // dW = −dV S_nᵀ
+    ex.sync();
+    ex.load(sM, kLd, dS_next + chunk * D * D, D, D, D);  // W and dV are used up
+    const Term ov{sdO, kLd, false, sV, kLd, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &ov, 1, dintra + chunk * kChunk * kChunk, kChunk, 0.0f);  // dintra = dO Vᵀ
+    ex.sync();
+    const float dot = ex.sum(D * D, [&](int x) { return sS[(x / D) * kLd + x % D] * sM[(x / D) * kLd + x % D]; });
+    ex.single([&] { ddec[chunk] = dot; });  // ⟨S_n, dS⟩
+    const Term vd{sV, kLd, false, sM, kLd, true, D, 1.0f};
+    ex.mm(kChunk, D, &vd, 1, dKend + at, D, 0.0f);  // dKend = V dSᵀ
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The gradients inside a chunk (one block per chunk): through the transposed solve and the chunk terms back to
+// q, k, v, β and g.
+template <int D>
+struct IntraGrads {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
+  static constexpr int kThreads = 512;
+  static constexpr int ld = row_ld(D), ldR = row_ld(2 * D);
+  // R: [dV | dW] → [dv·β | dk·β·e]; then q on the left, and on the right dk·β = dkb, then grad_q.
+  // X: U, W, then dKend, summed into grad_k. Y: v, intra (ld kChunkLd: wider than D's rows below D = 64), then dQd.
+  // M1: k kᵀ, A, then d log P. M2: dA, then dKK = dA ⊙ P (rows scaled by β for grad_k). M3: dintra, then
+  // dQK = dintra ⊙ P.
+  // Vectors: cum, e, f, β, Σ dvb ⊙ v, Σ dkb ⊙ k, Σ dkbe ⊙ k, Σ dQd ⊙ q, Σ dKend ⊙ k, d log P's row and column
+  // sums, ddec (one float of the last).
+  static constexpr int64_t kK = 0, kR = kK + region(kChunk * ld), kX = kR + region(kChunk * ldR),
+                           kY = kX + region(kChunk * ld), kM1 = kY + region(kChunk * (ld > kChunkLd ? ld : kChunkLd)),
+                           kM2 = kM1 + region(kChunk * kChunkLd), kM3 = kM2 + region(kChunk * kChunkLd),
+                           kVectors = kM3 + region(kChunk * kChunkLd), kSharedFloats = kVectors + 12 * kChunk;
+
+  const float *q, *k, *v, *beta, *g, *U, *W, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
+  float *grad_q, *grad_k, *grad_v, *grad_beta, *grad_g;
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
+    float *sk = shared + kK, *sR = shared + kR, *sX = shared + kX, *sY = shared + kY;
+    float *M1 = shared + kM1, *M2 = shared + kM2, *M3 = shared + kM3;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
+    float *beta_v = sbeta + kChunk, *beta_k = beta_v + kChunk, *de_k = beta_k + kChunk, *de_q = de_k + kChunk;
+    float *df = de_q + kChunk, *rows = df + kChunk, *cols = rows + kChunk, *sddec = cols + kChunk;
+    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk, at_m = chunk * kChunk * kChunk;
+    float* sdkb = sR + D;  // the right half of R
+    float* sq = sR;        // the left half, once dv·β is used up
+    const auto X = [&](float* m, int ldm, int x) -> float& { return m[(x / D) * ldm + x % D]; };  // element x of 64 x D
+
+    ex.load(sk, ld, k + at, D, kChunk, D);
+    ex.load(sR, ldR, dV + at, D, kChunk, D);
+    ex.load(sR + D, ldR, dW + at, D, kChunk, D);
+    ex.load(sX, ld, U + at, D, kChunk, D);
+    ex.load(sY, ld, v + at, D, kChunk, D);
+    ex.load(M3, kChunkLd, dintra + at_m, kChunk, kChunk, kChunk);
+    ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
+    ex.single([&] { *sddec = ddec[chunk]; });
+    ex.decays(g + at_c, cum, e, f);
+    ex.sync();
+    const Term kk{sk, ld, false, sk, ld, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &kk, 1, M1, kChunkLd, 0.0f);
+    ex.sync();
+    ex.for_each(kChunk * kChunk, [&](int x) {  // A, strictly lower
+      const int i = x / kChunk, j = x % kChunk;
+      M1[i * kChunkLd + j] = j < i ? sbeta[i] * M1[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
+    });
+    ex.sync();
+    unit_lower_solve<2 * D>(ex, M1, sR, ldR, /*transposed=*/true);  // dR = (I + SL(A))⁻ᵀ [dV | dW]
+    const Term ru{sR, ldR, false, sX, ld, true, D, -1.0f};
+    ex.mm(kChunk, kChunk, &ru, 1, M2, kChunkLd, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below
+    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * ldR + c] * sY[r * ld + c]; });
+    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ld + c]; });
+    ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = X(sR, ldR, x) * sbeta[x / D]; });
+    ex.sync();
+    ex.load(sX, ld, W + at, D, kChunk, D);
+    ex.load(sY, kChunkLd, intra + at_m, kChunk, kChunk, kChunk);
+    ex.load(sq, ldR, q + at, D, kChunk, D);
+    ex.sync();
+    const Term rw{sR + D, ldR, false, sX, ld, true, D, -1.0f};
+    ex.mm(kChunk, kChunk, &rw, 1, M2, kChunkLd, 1.0f);
+    ex.sync();
+    ex.load(sX, ld, dKend + at, D, kChunk, D);  // W is used up
+    ex.for_each(kChunk * kChunk, [&](int x) {
+      const int i = x / kChunk, j = x % kChunk;
+      const float dA = j < i ? M2[i * kChunkLd + j] : 0.0f;
+      const float p = pair_decay(cum, i, j), di = M3[i * kChunkLd + j];
+      M1[i * kChunkLd + j] = dA * M1[i * kChunkLd + j] + di * sY[i * kChunkLd + j];  // d log P = dA ⊙ A + dintra ⊙ intra
+      M2[i * kChunkLd + j] = dA * p;                                                // dKK
+      M3[i * kChunkLd + j] = di * p;                                                // dQK
+    });
+    ex.for_each(kChunk * D, [&](int x) { X(sdkb, ldR, x) *= e[x / D]; });  // dkbe ⊙ e
+    ex.sync();
+    ex.load(sY, ld, dQd + at, D, kChunk, D);  // intra is used up
+    ex.row_sums(kChunk, kChunk, rows, [&](int r, int c) { return M1[r * kChunkLd + c]; });
+    ex.row_sums(kChunk, kChunk, cols, [&](int r, int c) { return M1[c * kChunkLd + r]; });
+    const Term kkb{M2, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &kkb, 1, sdkb, ldR, 1.0f);  // dkb = dkbe ⊙ e + dKK k
+    ex.row_sums(kChunk, D, df, [&](int r, int c) { return sX[r * ld + c] * sk[r * ld + c]; });
+    ex.sync();
+    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sdkb[r * ldR + c] * sk[r * ld + c]; });
+    ex.for_each(kChunk * D, [&](int x) { X(sX, ld, x) = X(sX, ld, x) * f[x / D] + X(sdkb, ldR, x) * sbeta[x / D]; });
+    ex.for_each(kChunk * kChunk, [&](int x) { M2[(x / kChunk) * kChunkLd + x % kChunk] *= sbeta[x / kChunk]; });
+    ex.sync();
+    // grad_k = dKend ⊙ f + dkb ⊙ β + dKKᵀ (k·β) + dQKᵀ q, the β of k·β moved onto dKK's rows
+    const Term gk[2] = {{M2, kChunkLd, true, sk, ld, false, kChunk, 1.0f}, {M3, kChunkLd, true, sq, ldR, false, kChunk, 1.0f}};
+    ex.mm(kChunk, D, gk, 2, sX, ld, 1.0f);
+    ex.row_sums(kChunk, D, de_q, [&](int r, int c) { return sY[r * ld + c] * sq[r * ldR + c]; });
+    ex.for_each(kChunk, [&](int i) { grad_beta[at_c + i] = beta_v[i] + beta_k[i]; });
+    ex.for_each(kChunk * D, [&](int x) { X(sdkb, ldR, x) = X(sY, ld, x) * e[x / D]; });  // grad_q starts as dQd ⊙ e
+    ex.sync();
+    ex.copy(grad_k + at, D, sX, ld, kChunk, D);
+    ex.single([&] {  // g: through P (rows +, columns −), e, f and dec, then cum = cumsum(g) backwards
+      float carry = 0.0f, tail = *sddec * e[kChunk - 1];
+      for (int i = 0; i < kChunk; ++i) tail += df[i] * f[i];
+      for (int i = kChunk - 1; i >= 0; --i) {
+        float d = rows[i] - cols[i] + (sbeta[i] * de_k[i] + de_q[i]) * e[i] - df[i] * f[i];
+        if (i == kChunk - 1) d += tail;
+        carry += d;
+        grad_g[at_c + i] = carry;
+      }
+    });
+    const Term qk{M3, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &qk, 1, sdkb, ldR, 1.0f);  // grad_q = dQd ⊙ e + dQK k
+    ex.sync();
+    ex.copy(grad_q + at, D, sdkb, ldR, kChunk, D);
+  }
+};
+
+}  // namespace rlloop::delta_rule

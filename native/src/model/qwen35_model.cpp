@@ -1,0 +1,165 @@
+#include "model/qwen35_model.h"
+
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "delta_rule/aten.h"
+#include "diagnostics/device_memory.h"
+#include "diagnostics/profiler.h"
+#include "diagnostics/switches.h"
+#include "io/weights.h"
+#include "model/grad_checkpoint.h"
+#include "model/rms_norm.h"
+
+namespace rlloop {
+
+Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, const ModelOptions& options)
+    : config_(Qwen35Config::load(dir)),
+      dtype_(dtype),
+      device_(device),
+      checkpointing_(options.checkpointing),
+      vision_cache_(options.vision_cache_bytes) {
+  c10::NoGradGuard no_grad;
+  if (device.is_cuda()) {
+    const bool tf32 = options.tf32 == Tf32::Auto ? dtype == at::kBFloat16 : options.tf32 == Tf32::On;
+    cuda_math_.emplace(CudaMath{tf32, options.attention == Attention::Cudnn});
+  }
+  CheckpointReader reader(dir);
+  const TextConfig& t = config_.text;
+  WeightScope lm(reader, "model.language_model.", dtype, device);
+  embed_tokens_ = lm.sub("embed_tokens").get("weight", {t.vocab_size, t.hidden_size});
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i)
+    layers_.push_back(std::make_unique<DecoderLayer>(t, t.layer_types[i], lm.sub("layers").sub(std::to_string(i))));
+  final_norm_ = lm.sub("norm").get("weight", {t.hidden_size});
+  lm_head_ = WeightScope(reader, "lm_head.", dtype, device).get("weight", {t.vocab_size, t.hidden_size});
+  rotary_ = std::make_unique<TextRotary>(t, device);
+  if (config_.vision) {
+    WeightScope visual(reader, "model.visual.", dtype, device);
+    WeightGetter getter = [visual](const std::string& key, const std::vector<int64_t>& shape) {
+      return visual.get(key, shape);
+    };
+    vision_ = std::make_unique<VisionTower>(*config_.vision, getter, dtype, device);
+  }
+  reader.check_all_used();
+  device_memory_bytes_ = device_total_memory(device);
+}
+
+std::vector<LoraLinear*> Qwen35Model::lora_linears() {
+  std::vector<LoraLinear*> out;
+  for (auto& layer : layers_)
+    for (LoraLinear* l : layer->linears()) out.push_back(l);
+  return out;
+}
+
+const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
+  if (batch.vision_features.defined() || batch.grids.empty()) return batch.vision_features;
+  RLLOOP_CHECK(vision_, Unsupported, "the batch has images but the model has no vision tower");
+  c10::NoGradGuard no_grad;  // frozen tower: never differentiated
+  ProfileRange range("vision");
+  at::Tensor fresh;
+  if (batch.pixel_values.defined()) fresh = vision_->forward(batch.pixel_values, batch.fresh_grids).to(dtype_);
+  std::vector<at::Tensor> parts;
+  int64_t offset = 0;
+  for (size_t i = 0; i < batch.grids.size(); ++i) {
+    const std::string& key = batch.image_keys[i];
+    if (batch.image_cached[i]) {
+      at::Tensor cached = vision_cache_.get(key);
+      RLLOOP_CHECK(cached.defined(), Invalid,
+                   "image " << i << " of the batch: its cached vision features (key \"" << key
+                            << "\") were cleared after the batch was prepared; prepare it again");
+      RLLOOP_CHECK(cached.size(0) == batch.image_tokens[i], Shape,
+                   "image " << i << " of the batch: its cached vision features (key \"" << key << "\") hold "
+                            << cached.size(0) << " tokens but its grid needs " << batch.image_tokens[i]
+                            << " (one key was used for images of different sizes)");
+      parts.push_back(cached);
+      continue;
+    }
+    at::Tensor mine = fresh.narrow(0, offset, batch.image_tokens[i]);
+    offset += batch.image_tokens[i];
+    if (!key.empty()) vision_cache_.put(key, mine);
+    parts.push_back(mine);
+  }
+  batch.vision_features = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
+  batch.pixel_values = at::Tensor();  // never read again: the features are kept on the batch
+  return batch.vision_features;
+}
+
+at::Tensor Qwen35Model::embed(PreparedBatch& batch) {
+  at::Tensor x = at::embedding(embed_tokens_, batch.input_ids);  // [B, L, hidden]
+  if (batch.grids.empty()) return x;
+  const at::Tensor& features = vision_features(batch);
+  // Image rows in row-major order of [B, L] = the order of the images (rows first, then within a row).
+  at::Tensor mask = (batch.input_ids == config_.image_token_id).unsqueeze(-1).expand_as(x);
+  return x.masked_scatter(mask, features);
+}
+
+size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
+  const size_t n = layers_.size();
+  if (checkpointing_ != Checkpointing::Auto) return checkpointing_ == Checkpointing::On ? n : 0;
+  if (device_.is_cpu()) return 0;
+  // Auto on an accelerator: keep as many layers' saved activations as fit between what is allocated now (weights,
+  // adapters, optimizer state, gradients, the batch) and the peak target, and recompute the rest (the first ones:
+  // their activations would live longest). Target: 76 GiB (issue 5: under 80 GiB, with room for the allocator's
+  // fragments), or the device's memory less 4 GiB on a smaller one. Per token and layer the forward keeps about
+  // 14 hidden-sized and 6 intermediate-sized vectors in the model dtype — measured on one H200 at the 9B shapes,
+  // 16 rows x ~420 tokens, nothing recomputed: 52.1 GiB of activations and backward transients for 32 layers
+  // (bench/gpu/kernel_check.sh) — 20 without the norm kernels (61.6 GiB), 34 with autograd's delta-rule backward
+  // (83.9 GiB).
+  constexpr double kGiB = 1ull << 30;
+  const double total = static_cast<double>(device_memory_bytes_);
+  const double peak_target = std::min(76.0 * kGiB, total > 0 ? total - 4.0 * kGiB : 76.0 * kGiB);
+  const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes);
+  const TextConfig& t = config_.text;
+  const double hidden_vectors = !delta_rule_backward_is_manual() ? 34.0 : cuda_kernel_enabled("norm") ? 14.0 : 20.0;
+  const double per_token_layer = (hidden_vectors * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
+  const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
+  if (per_layer <= 0) return 0;
+  const size_t kept = budget <= 0 ? 0 : static_cast<size_t>(std::min(budget / per_layer, static_cast<double>(n)));
+  return kept >= n ? 0 : n - kept;
+}
+
+std::vector<at::Tensor> Qwen35Model::trainable_tensors(size_t layer, const std::string* adapter) {
+  std::vector<at::Tensor> out;
+  if (!adapter) return out;
+  for (LoraLinear* l : layers_[layer]->linears())
+    if (const LoraWeights* w = l->find(*adapter)) {
+      if (w->A.requires_grad()) out.push_back(w->A);
+      if (w->B.requires_grad()) out.push_back(w->B);
+    }
+  return out;
+}
+
+ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& options) {
+  RLLOOP_CHECK(batch.owner == this, Invalid, "the batch was prepared by another model");
+  if (batch.upload) batch.upload->ready();  // prepared on another thread: its copies may still be in flight
+  ForwardOutput out;
+  LayerInputs in;
+  in.rotary = rotary_->tables(batch.position_ids, dtype_);
+  in.padding_mask = batch.padding_mask;
+  in.adapter = options.adapter;
+
+  at::Tensor x = embed(batch);
+  if (options.record_hidden_states) out.hidden_states.push_back(x);
+  const bool grad = c10::GradMode::is_enabled();
+  const size_t checkpointed = grad ? checkpointed_layers(batch) : 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<at::Tensor> trainable = grad ? trainable_tensors(i, options.adapter) : std::vector<at::Tensor>{};
+    const bool needs_graph = x.requires_grad() || !trainable.empty();
+    x = i < checkpointed && needs_graph ? checkpointed_layer_forward(*layers_[i], x, in, trainable) : layers_[i]->forward(x, in);
+    // transformers' output_hidden_states: the last entry is after the final norm, not the raw last layer.
+    if (options.record_hidden_states && i + 1 < layers_.size()) out.hidden_states.push_back(x);
+  }
+  if (options.record_hidden_states) out.hidden_states.push_back(zero_centred_rms_norm(x, final_norm_, config_.text.rms_norm_eps));
+
+  ProfileRange head_range("lm_head");
+  // Norm and lm_head only at the scored positions: gather [B, K, hidden] first (the norm is per position).
+  const int64_t hidden = x.size(-1);
+  at::Tensor index = batch.logit_positions.unsqueeze(-1).expand({batch.B, batch.K, hidden});
+  at::Tensor scored = zero_centred_rms_norm(x.gather(1, index), final_norm_, config_.text.rms_norm_eps);
+  out.logits = at::linear(scored, lm_head_);
+  return out;
+}
+
+}  // namespace rlloop
