@@ -9,11 +9,12 @@
 import { JetStreamApiError, jetstreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { nanos, type NatsConnection } from "@nats-io/nats-core";
-import { Objm, type ObjectStore } from "@nats-io/obj";
+import type { ObjectStore } from "@nats-io/obj";
 import type { Logger } from "pino";
 import { ADAPTER_BUCKET, IDS_BUCKET, STATE_BUCKET } from "../contract/index.js";
 import { ConfigError } from "./errors.js";
 import { reconcileStream } from "./reconcile.js";
+import { objectStores } from "./object-stores.js";
 
 /** Revisions the state bucket keeps per key (the state record's last commits, a lease's last renewals). */
 export const STATE_HISTORY = 8;
@@ -50,7 +51,7 @@ export async function openIdsBucket(nc: NatsConnection, windowS: number, opts: B
 /** The object store `rlloop-adapters`. */
 export async function openAdapterBucket(nc: NatsConnection, opts: BucketOptions): Promise<ObjectStore> {
   const what = `object store ${ADAPTER_BUCKET}`;
-  const store = await created(what, () => new Objm(nc).create(ADAPTER_BUCKET, { replicas: opts.replicas }));
+  const store = await created(what, () => objectStores(nc).create(ADAPTER_BUCKET, { replicas: opts.replicas }));
   await reconcileStream(await jsmOf(nc), `OBJ_${ADAPTER_BUCKET}`, { num_replicas: opts.replicas }, what, opts.log);
   return store;
 }

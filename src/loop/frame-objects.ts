@@ -4,13 +4,14 @@
 // (a disconnect) as itself. A failed open is tried again next time.
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
-import { Objm, type ObjectStore } from "@nats-io/obj";
+import type { ObjectStore } from "@nats-io/obj";
+import { objectStores } from "./object-stores.js";
 
 export function frameObjectOpener(nc: NatsConnection, bucket: string): () => Promise<ObjectStore> {
   let store: Promise<ObjectStore> | null = null;
   const open = async () => {
     await (await jetstreamManager(nc, { timeout: 10_000 })).streams.info(`OBJ_${bucket}`);
-    return new Objm(nc).open(bucket, false);
+    return objectStores(nc).open(bucket, false);
   };
   return () => (store ??= open().catch((err: unknown) => {
     store = null;
