@@ -32,22 +32,30 @@ const MANIFEST_OBJECT = "manifest.json";
  *  state (bench/object-upload.ts measures the upload; the hash is the other half, object-stores.ts). */
 const CHUNK_BYTES = 64 * 1024 * 1024;
 
-/** Puts the folder's files under `prefix` (an object already holding the same bytes is left as it is). */
+/** Puts the folder's files under `prefix` (an object already holding the same bytes is left as it is), all files at
+ *  once: one file's hashing overlaps another's upload. */
 export async function storeFolder(store: ObjectStore, dir: string, prefix: string, names: readonly string[] = CONTINUATION_FILES): Promise<StoredFolder> {
-  const files: StoredFolder["files"] = [];
-  for (const name of names) {
-    const path = join(dir, name);
-    const info = await stat(path).catch(() => null);
-    if (!info?.isFile()) continue;
-    const sha256 = await sha256File(path);
-    const object = `${prefix}/${name}`;
-    const existing = await store.info(object);
-    if (!existing || existing.deleted || existing.size !== info.size || digestHex(existing.digest) !== sha256) {
-      await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
-    }
-    files.push({ name, sha256, size: info.size });
-  }
+  // settled, not all: a retry of this step must not start while a put of the failed attempt is still in flight
+  const settled = await Promise.allSettled(names.map((name) => storeFile(store, join(dir, name), `${prefix}/${name}`)));
+  const failed = settled.find((s) => s.status === "rejected");
+  if (failed) throw failed.reason;
+  const files = names.flatMap((name, i) => {
+    const s = settled[i];
+    return s?.status === "fulfilled" && s.value ? [{ name, ...s.value }] : [];
+  });
   return { bucket: ADAPTER_BUCKET, prefix, files };
+}
+
+/** One file as an object; null when the file is absent. */
+async function storeFile(store: ObjectStore, path: string, object: string): Promise<{ sha256: string; size: number } | null> {
+  const info = await stat(path).catch(() => null);
+  if (!info?.isFile()) return null;
+  const sha256 = await sha256File(path);
+  const existing = await store.info(object);
+  if (!existing || existing.deleted || existing.size !== info.size || digestHex(existing.digest) !== sha256) {
+    await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
+  }
+  return { sha256, size: info.size };
 }
 
 /** Makes `dir` hold the stored files (verified by sha256; an identical folder is kept); written whole or not at all. */
