@@ -19,9 +19,11 @@ esac
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
 [ -f "$DATA/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$DATA" --rows "$ROWS")
-mkdir -p "$TREE/train" "$TREE/models"
-cp .bench/seed/bt_train.py bench/gpu/seed_stand_in/ctrl_policy.py "$TREE/train/"
-ln -sfn "$MODEL" "$TREE/models/Qwen3.5-9B"
+case " $WHICH " in *" seed"*)  # the seed's tree (rlloop-only runs need no copy of the seed)
+  mkdir -p "$TREE/train" "$TREE/models"
+  cp .bench/seed/bt_train.py bench/gpu/seed_stand_in/ctrl_policy.py "$TREE/train/"
+  ln -sfn "$MODEL" "$TREE/models/Qwen3.5-9B" ;;
+esac
 PPO_FLAGS=(--data "$DATA/ppo.jsonl" --adapter "$DATA/adapter" --ref "$DATA/adapter")
 SFT_FLAGS=(--data "$DATA/sft.jsonl" --valid "$DATA/valid.jsonl")
 seed() {  # seed NAME MODE FLAGS...
