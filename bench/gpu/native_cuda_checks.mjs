@@ -31,7 +31,7 @@ try {
   check = e;
 }
 report("deltaRuleCheck with tf32 off is refused while the tf32-on model is open", !!check && /tf32/.test(check.message), { message: check?.message });
-void first;
+void first; // open (and holding its claim) until here
 
 const port = await getPort({ host: "127.0.0.1" });
 const group = await ProcessGroup.init({ backend: "nccl", rank: 0, worldSize: 1, masterAddr: "127.0.0.1", masterPort: port, device: "cuda:0", timeoutS: 60 });

@@ -4,7 +4,6 @@
 #include <c10/core/Event.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>

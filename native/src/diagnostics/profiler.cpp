@@ -3,9 +3,7 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <set>
-#include <sstream>
 
 namespace rlloop {
 namespace {

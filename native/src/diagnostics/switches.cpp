@@ -120,7 +120,7 @@ const std::string& profile_trace_path() {
 }
 
 const std::vector<ProfileWindow>& profile_windows() {
-  static const std::vector<ProfileWindow> windows = profile_trace_path().empty() ? std::vector<ProfileWindow>{} : parse_windows();
+  static const std::vector<ProfileWindow> windows = parse_windows();
   return windows;
 }
 

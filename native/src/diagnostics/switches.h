@@ -39,7 +39,7 @@ struct ProfileWindow {
   int64_t count = 1;       // and trace this many tasks of any kind from there
 };
 const std::string& profile_trace_path();  // empty: no profiling
-const std::vector<ProfileWindow>& profile_windows();
+const std::vector<ProfileWindow>& profile_windows();  // read only when profiling
 const std::string& backward_timeline_path();  // empty: no timeline
 
 }  // namespace rlloop

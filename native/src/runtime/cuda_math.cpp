@@ -45,17 +45,13 @@ void CudaMathClaim::with_tf32(bool tf32, const std::function<void()>& body) {
   RLLOOP_CHECK(live_claims == 0 || claimed.tf32 == tf32, Invalid,
                "cannot run with tf32 " << on_off(tf32) << " while a CUDA model loaded with tf32 " << on_off(claimed.tf32)
                                        << " is open in this process");
-  auto& context = at::globalContext();
-  const bool before = context.allowTF32CuBLAS();
-  context.setAllowTF32CuBLAS(tf32);
+  struct Restore {  // the setting as it was, however `body` ends
+    bool before = at::globalContext().allowTF32CuBLAS();
+    ~Restore() { at::globalContext().setAllowTF32CuBLAS(before); }
+  } restore;
+  at::globalContext().setAllowTF32CuBLAS(tf32);
   lock.unlock();
-  try {
-    body();
-  } catch (...) {
-    context.setAllowTF32CuBLAS(before);
-    throw;
-  }
-  context.setAllowTF32CuBLAS(before);
+  body();
 }
 
 }  // namespace rlloop
