@@ -8,6 +8,7 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import getPort from "get-port";
 import { Model, Optimizer, ProcessGroup, type NamedTensors, type RowInput } from "../src/native.js";
 import { pythonFixture } from "./helpers/fixture-cache.js";
 
@@ -277,6 +278,16 @@ describe("native smoke - training", () => {
     for (const s of sums) expect(Array.from(s)).toEqual([3, 2]);
     for (const m of means) expect(Array.from(m)).toEqual([0.5]);
     expect(groups.map((g) => [g.rank, g.worldSize])).toEqual([[0, 2], [1, 2]]);
+    await Promise.all(groups.map((g) => g.close()));
+  });
+
+  test("process group: a collective its peer never issues (a wedged rank) rejects after timeoutS, naming the rank and the operation", async () => {
+    const port = await getPort({ host: "127.0.0.1" });
+    const groups = await Promise.all([0, 1].map((rank) =>
+      ProcessGroup.init({ backend: "gloo", rank, worldSize: 2, masterAddr: "127.0.0.1", masterPort: port, device: "cpu", timeoutS: 2 })));
+    const began = performance.now();
+    await expect(groups[0]!.allReduce(Float32Array.from([1]), "sum")).rejects.toThrow(/rank 0 of 2: allReduce #0 failed/);
+    console.info(`figure: the wedged peer's allReduce rejected after ${((performance.now() - began) / 1000).toFixed(1)} s (timeoutS 2)`);
     await Promise.all(groups.map((g) => g.close()));
   });
 });
