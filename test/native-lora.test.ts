@@ -105,6 +105,30 @@ describe.each(MODEL_NAMES)("native LoRA - tiny model %s vs PEFT (fp32)", (name) 
     }
   });
 
+  test("loadAdapter of a file mixing float32 and bfloat16 tensors: each tensor as stored, bfloat16 widened exactly", async () => {
+    // the loader uploads a file's data section at once and splits it by each entry's own dtype and offset
+    const file = await readSafetensors(join(lora.adapterDir, "adapter_model.safetensors"));
+    const mixed = new Map(lora.keys.map((key, i) => {
+      const t = floatTensor(file, key);
+      return [key, { shape: t.shape, data: t.data, dtype: i % 2 === 0 ? ("BF16" as const) : ("F32" as const) }];
+    }));
+    const dir = join(scratch, "mixed-dtypes");
+    await mkdir(dir, { recursive: true });
+    await cp(join(lora.adapterDir, "adapter_config.json"), join(dir, "adapter_config.json"));
+    await writeSafetensors(join(dir, "adapter_model.safetensors"), mixed);
+    const stored = await readSafetensors(join(dir, "adapter_model.safetensors")); // bf16 read back widened
+    await model.loadAdapter("mixed", dir);
+    const loaded = await model.adapterTensors("mixed");
+    model.removeAdapter("mixed");
+    for (const key of lora.keys) {
+      const ref = floatTensor(stored, key);
+      expectAllClose(`adapter tensor ${key} (${mixed.get(key)!.dtype})`, loaded[key]!.data, ref.data, ref.shape, 0);
+    }
+    // (and the bfloat16 entries really are rounded: the check above is not float32 against itself)
+    const rounded = lora.keys.filter((key, i) => i % 2 === 0 && floatTensor(stored, key).data.some((v, j) => v !== floatTensor(file, key).data[j]));
+    expect(rounded.length).toBeGreaterThan(0);
+  });
+
   test.each(BATCH_NAMES)("%s: log-probs with PEFT's adapter within 1e-4 abs of PEFT's", async (b) => {
     const adapter = await peftAdapter("peft");
     const golden = await fx.batch(name, b);

@@ -101,8 +101,12 @@ export async function readHeader(file: string): Promise<SafetensorsHeader> {
   return parseHeader(new Uint8Array(await readFile(file)), file);
 }
 
-/** Writes float32 tensors, sorted by name, header padded to 8 bytes as the reference writer does. */
-export async function writeSafetensors(file: string, tensors: Map<string, { shape: number[]; data: Float32Array }>): Promise<void> {
+/** Writes tensors (float32, or bfloat16 where asked: the float32 values truncated to their top 16 bits), sorted by
+ *  name, header padded to 8 bytes as the reference writer does. */
+export async function writeSafetensors(
+  file: string,
+  tensors: Map<string, { shape: number[]; data: Float32Array; dtype?: "F32" | "BF16" }>,
+): Promise<void> {
   const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = { __metadata__: { format: "pt" } };
   let offset = 0;
@@ -110,8 +114,9 @@ export async function writeSafetensors(file: string, tensors: Map<string, { shap
     const t = tensors.get(name)!;
     const numel = t.shape.reduce((a, b) => a * b, 1);
     if (numel !== t.data.length) throw new Error(`tensor ${name}: shape [${t.shape}] holds ${numel} values, data has ${t.data.length}`);
-    header[name] = { dtype: "F32", shape: t.shape, data_offsets: [offset, offset + 4 * numel] };
-    offset += 4 * numel;
+    const bytes = (t.dtype === "BF16" ? 2 : 4) * numel;
+    header[name] = { dtype: t.dtype ?? "F32", shape: t.shape, data_offsets: [offset, offset + bytes] };
+    offset += bytes;
   }
   let json = JSON.stringify(header);
   json += " ".repeat((8 - (json.length % 8)) % 8);
@@ -120,8 +125,12 @@ export async function writeSafetensors(file: string, tensors: Map<string, { shap
   out.write(json, 8, "utf8");
   let at = 8 + json.length;
   for (const name of names) {
-    const data = tensors.get(name)!.data;
-    for (let i = 0; i < data.length; i++, at += 4) out.writeFloatLE(data[i]!, at);
+    const { data, dtype } = tensors.get(name)!;
+    const bits = new Uint32Array(data.buffer, data.byteOffset, data.length);
+    for (let i = 0; i < data.length; i++) {
+      if (dtype === "BF16") at = out.writeUInt16LE(bits[i]! >>> 16, at);
+      else at = out.writeFloatLE(data[i]!, at);
+    }
   }
   await writeFile(file, out);
 }

@@ -182,6 +182,28 @@ at::Tensor SafetensorsFile::load(const SafetensorsEntry& entry, at::ScalarType d
   return out;
 }
 
+std::map<std::string, at::Tensor> SafetensorsFile::load_all(at::ScalarType dtype, at::Device device) const {
+  std::map<std::string, at::Tensor> out;
+  const auto aligned = [](const SafetensorsEntry& e) { return e.begin % c10::elementSize(e.dtype) == 0; };
+  // (on the CPU the same path, whose "upload" aliases the mapping: the tests run the splitting the GPU runs)
+  const bool one_upload = !entries_.empty() &&
+                          std::all_of(entries_.begin(), entries_.end(), [&](const auto& kv) { return aligned(kv.second); });
+  if (!one_upload) {
+    for (const auto& [key, entry] : entries_) out.emplace(key, load(entry, dtype, device));
+    return out;
+  }
+  uint64_t data_size = 0;  // the entries tile the data section (check_tiling)
+  for (const auto& [key, entry] : entries_) data_size = std::max(data_size, entry.end);
+  const at::Tensor bytes = at::from_blob(const_cast<uint8_t*>(data_), {static_cast<int64_t>(data_size)}, at::kByte).to(device);
+  for (const auto& [key, entry] : entries_) {
+    const at::Tensor stored = bytes.narrow(0, static_cast<int64_t>(entry.begin), static_cast<int64_t>(entry.end - entry.begin))
+                                  .view(entry.dtype)
+                                  .view(entry.shape);
+    out.emplace(key, stored.to(dtype, /*non_blocking=*/false, /*copy=*/true));
+  }
+  return out;
+}
+
 namespace {
 // Contiguous host copies. Tensors of one dtype on one device go through one concatenation and one copy: an adapter
 // and its optimizer state are ~1600 tensors, and on a GPU each copy of its own waits on the stream. (On the CPU that

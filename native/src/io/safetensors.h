@@ -33,6 +33,10 @@ class SafetensorsFile {
 
   // A copy of the tensor converted to dtype on device (the mapping is released with this object).
   at::Tensor load(const SafetensorsEntry& entry, at::ScalarType dtype, at::Device device) const;
+  // Every tensor, each a copy of its own converted to dtype on device. On an accelerator the data section goes up in
+  // one copy and is split there: an adapter is ~500 tensors and its optimizer state ~1000, and a copy of each on its
+  // own waits on the stream. (Per tensor only when some entry's offset is not a multiple of its element size.)
+  std::map<std::string, at::Tensor> load_all(at::ScalarType dtype, at::Device device) const;
 
  private:
   std::string path_;

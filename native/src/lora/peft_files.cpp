@@ -110,12 +110,9 @@ void load_peft_adapter(AdapterSet& adapters, const std::string& name, const std:
   LoraSpec spec = parse_adapter_config(dir + "/adapter_config.json");
   const std::string weights = dir + "/adapter_model.safetensors";
   SafetensorsFile file(weights);
-  std::map<std::string, at::Tensor> tensors;
-  for (const auto& [key, entry] : file.entries()) {
+  for (const auto& [key, entry] : file.entries())
     RLLOOP_CHECK(at::isFloatingType(entry.dtype), Format, weights << ": tensor '" << key << "' is " << entry.dtype_name);
-    tensors[key] = file.load(entry, at::kFloat, at::kCPU);
-  }
-  adapters.attach(name, spec, tensors, weights, device);
+  adapters.attach(name, spec, file.load_all(at::kFloat, device), weights, device);
 }
 
 }  // namespace rlloop

@@ -126,23 +126,28 @@ void AdamW::load(const std::string& path) {
   RLLOOP_CHECK(betas.size() == 2, Format, side_path << ": 'betas' must have 2 entries");
 
   SafetensorsFile file(path);
-  auto state = [&](size_t i, const std::string& suffix) {
+  // names, shapes and count checked before anything is uploaded
+  const auto check_entry = [&](size_t i, const std::string& suffix) {
     const std::string key = keys_[i] + suffix;
     const SafetensorsEntry* e = file.find(key);
     RLLOOP_CHECK(e, NotFound, path << ": missing tensor '" << key << "' (optimizer state of another adapter?)");
     RLLOOP_CHECK(e->shape == params_[i].sizes().vec(), Shape,
                  path << ": tensor '" << key << "' has shape " << shape_string(e->shape) << ", expected "
                       << shape_string(params_[i].sizes()));
-    return file.load(*e, at::kFloat, params_[i].device());
   };
-  std::vector<at::Tensor> m, v;
   for (size_t i = 0; i < keys_.size(); ++i) {
-    m.push_back(state(i, ".exp_avg"));
-    v.push_back(state(i, ".exp_avg_sq"));
+    check_entry(i, ".exp_avg");
+    check_entry(i, ".exp_avg_sq");
   }
   RLLOOP_CHECK(file.entries().size() == 2 * keys_.size(), Invalid,
                path << ": holds " << file.entries().size() << " tensors, the adapter has " << 2 * keys_.size()
                     << " (optimizer state of another adapter?)");
+  std::map<std::string, at::Tensor> loaded = file.load_all(at::kFloat, params_.empty() ? at::Device(at::kCPU) : params_.front().device());
+  std::vector<at::Tensor> m, v;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    m.push_back(std::move(loaded.at(keys_[i] + ".exp_avg")));
+    v.push_back(std::move(loaded.at(keys_[i] + ".exp_avg_sq")));
+  }
   exp_avg_ = std::move(m);
   exp_avg_sq_ = std::move(v);
   step_ = step;
