@@ -27,7 +27,6 @@ TaskProfiler::TaskProfiler() {
   trace_path_ = profile_trace_path();
   if (trace_path_.empty()) return;
   windows_ = profile_windows();
-  prof::prepareProfiler(kineto_config(), activities());
 }
 
 std::string TaskProfiler::path_of(size_t window) const {
@@ -42,6 +41,10 @@ void TaskProfiler::before_task(const std::string& operation) {
   if (active_ >= 0) return;
   for (size_t i = 0; i < windows_.size(); ++i) {
     if (windows_[i].operation != operation || windows_[i].occurrence != n) continue;
+    // Kineto is prepared only when a window opens: a run whose windows never came (shorter than they assume),
+    // prepared at the start, ended with a corrupted heap at exit (H200, torch 2.11).
+    if (!prepared_) prof::prepareProfiler(kineto_config(), activities());
+    prepared_ = true;
     prof::enableProfiler(kineto_config(), activities());
     active_ = static_cast<int64_t>(i);
     remaining_ = windows_[i].count;

@@ -31,6 +31,7 @@ class TaskProfiler {
   std::map<std::string, int64_t> seen_;  // tasks seen per operation
   int64_t active_ = -1;                  // index of the window being traced
   int64_t remaining_ = 0;                // tasks left in it
+  bool prepared_ = false;                // Kineto's prepareProfiler, done at the first window
 
   std::string path_of(size_t window) const;
   void finish();
