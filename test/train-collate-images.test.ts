@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CachedFrames } from "../src/train/cached-frames.js";
+import { ModelAssets } from "../src/train/model-assets.js";
 import { loadCollator, type Collator } from "../src/train/collate.js";
 import { compilePrompt } from "../src/train/prompt.js";
 import { readRows, type PpoRow } from "../src/train/rows.js";
@@ -26,7 +27,7 @@ describe("train collate - rows with frames against transformers' processor", () 
       runPython("collate_reference.py", [tokenizerDir, data, join(fx, "prompt.jinja"), dir]).then(() => undefined),
     );
     golden = await readSafetensors(join(out, "collate.safetensors"));
-    collator = await loadCollator(tokenizerDir, compilePrompt(PROMPT));
+    collator = await loadCollator(new ModelAssets(tokenizerDir), compilePrompt(PROMPT));
   });
 
   it("gives the processor's ids, grids and pixel values for every row", async () => {
@@ -51,7 +52,7 @@ describe("train collate - rows with frames against transformers' processor", () 
   it("with the model's vision cache: a cached frame is sent as key and grid only; a rewritten file is a new key", async () => {
     const cached = new Set<string>();
     const frames = new CachedFrames({ visionCached: (key) => cached.has(key) });
-    const withCache = await loadCollator(await realTokenizerDir(), compilePrompt(PROMPT), frames);
+    const withCache = await loadCollator(new ModelAssets(await realTokenizerDir()), compilePrompt(PROMPT), frames);
     const dir = await mkdtemp(join(tmpdir(), "rlloop-frames-"));
     const frame = join(dir, "frame.png");
     await copyFile(rows[0]!.image, frame);

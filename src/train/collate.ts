@@ -5,13 +5,14 @@
 // Batches are right-padded by the native module (model.prepare), so nothing here pads.
 import type { ImageInput, ImageProcessorOptions, RowInput } from "../native.js";
 import type { CachedFrames } from "./cached-frames.js";
-import { loadChatTemplate, type ChatTemplate } from "./chat-template.js";
+import type { ChatTemplate } from "./chat-template.js";
 import { TrainInputError } from "./errors.js";
 import { expandImagePads } from "./image-pads.js";
-import { readImagePatches, loadImageOptions } from "./images.js";
+import { readImagePatches } from "./images.js";
+import type { ModelAssets } from "./model-assets.js";
 import type { PromptRenderer } from "./prompt.js";
 import type { SftRow } from "./rows.js";
-import { loadTokenizer, type TextTokenizer } from "./tokenizer.js";
+import type { TextTokenizer } from "./tokenizer.js";
 
 export const END_TOKEN = "<|im_end|>";
 export const IMAGE_PAD_TOKEN = "<|image_pad|>";
@@ -32,13 +33,8 @@ export interface CollatorParts {
   frames?: CachedFrames;
 }
 
-export async function loadCollator(modelDir: string, prompt: PromptRenderer, frames?: CachedFrames): Promise<Collator> {
-  const [chatTemplate, tokenizer, imageOptions] = await Promise.all([
-    loadChatTemplate(modelDir),
-    loadTokenizer(modelDir),
-    loadImageOptions(modelDir),
-  ]);
-  return makeCollator({ chatTemplate, tokenizer, imageOptions, prompt, ...(frames ? { frames } : {}) });
+export async function loadCollator(assets: ModelAssets, prompt: PromptRenderer, frames?: CachedFrames): Promise<Collator> {
+  return makeCollator({ ...(await assets.collator()), prompt, ...(frames ? { frames } : {}) });
 }
 
 export function makeCollator({ chatTemplate, tokenizer, imageOptions, prompt, frames }: CollatorParts): Collator {

@@ -36,8 +36,8 @@ export async function runOneShot(kind: JobKind, raw: RawOptions): Promise<void> 
   await checkRows(job);
   const log = logger("train");
   if (ranks === 1) {
-    const { loadModel, runJob } = await import("./run-job.js");
-    const result = await runJob({ rank: 0, world: 1, group: null, log }, await loadModel(model), model, job);
+    const [{ loadModel, runJob }, { ModelAssets }] = await Promise.all([import("./run-job.js"), import("./model-assets.js")]);
+    const result = await runJob({ rank: 0, world: 1, group: null, log }, await loadModel(model), new ModelAssets(model.dir), job);
     log.info({ result }, `${kind} done`);
     return;
   }

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { deviceMemoryStats, type Model, type Optimizer } from "../native.js";
 import { batches, rankOrder, strided } from "./batching.js";
 import { loadCollator, type Collator } from "./collate.js";
+import type { ModelAssets } from "./model-assets.js";
 import { encodeStats } from "../contract/index.js";
 import { writeFileAtomic } from "./files.js";
 import type { TrainJob } from "../contract/index.js";
@@ -25,7 +26,7 @@ import { CachedFrames } from "./cached-frames.js";
 import { FirstUpdateRun, planFirstUpdate, type FirstUpdatePlan, type RoundLogprobs } from "./first-update.js";
 import { preparedBatches, type DataWait, type LoadedBatch } from "./loader.js";
 import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
-import { Progress, round2, secondsSince } from "./progress.js";
+import { PhaseClock, Progress, round2, secondsSince } from "./progress.js";
 import { loadPrompt } from "./prompt.js";
 import { meanOverRanks, sumOverRanks, type RankContext } from "./rank-context.js";
 import { readRows, type PpoRow } from "./rows.js";
@@ -42,9 +43,11 @@ export interface PpoResult {
   out: string;
 }
 
-export async function runPpo(ctx: RankContext, model: Model, modelDir: string, job: TrainJob): Promise<PpoResult> {
+export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets, job: TrainJob): Promise<PpoResult> {
+  const setup = new PhaseClock();
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
-  const collator = await loadCollator(modelDir, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
+  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
+  setup.lap("rows");
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
@@ -55,16 +58,27 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const firstEpoch = firstUpdate ? epochBatches(ctx, model, collator, rows, job, 0) : null;
   await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
+  setup.lap("adapters");
   const fixed = await fixedLogprobs(ctx, model, frozen, rows, refIsPolicy);
+  setup.lap("frozenPass");
   model.setTrainable(POLICY);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
-  const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, modelDir);
+  const optimizerFrom = await restoreOptimizer(optimizer, job.adapter!, assets.dir);
+  setup.lap("optimizer");
   const vllm = Float64Array.from(rows, (r) => r.vllm_logp);
   // (truncated IS turns the first-update shortcut off: these weights need every row's old log-probs now)
   const weights = job.tis_cap === null ? null : truncatedWeights(rowSums(fixed.old, fixed.n), vllm, job.tis_cap);
   const first = firstUpdate && new FirstUpdateRun(firstUpdate, ctx.rank, fixed, refIsPolicy);
   ctx.log.info(
-    { rows: rows.length, ranks: ctx.world, batch: job.batch, optimizerFrom, tisCap: job.tis_cap, onPolicyRows: firstUpdate?.owner.size ?? 0 },
+    {
+      rows: rows.length,
+      ranks: ctx.world,
+      batch: job.batch,
+      optimizerFrom,
+      tisCap: job.tis_cap,
+      onPolicyRows: firstUpdate?.owner.size ?? 0,
+      phasesS: setup.laps(), // where the time before the first training step went
+    },
     "ppo start",
   );
 
@@ -95,7 +109,11 @@ export async function runPpo(ctx: RankContext, model: Model, modelDir: string, j
   const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
   const peak = deviceMemoryStats(model.info.device).peakAllocatedBytes; // since runJob's reset at the job start
   if (peak > 0) stats.gpu_memory_bytes = peak; // the daemon's stats events report it (gpuMemory)
-  if (ctx.rank === 0) await saveRound(optimizer, job.out, stats, start);
+  if (ctx.rank === 0) {
+    const saving = performance.now();
+    await saveRound(optimizer, job.out, stats, start);
+    ctx.log.info({ seconds: secondsSince(saving), out: job.out }, "ppo saved");
+  }
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
 }
 

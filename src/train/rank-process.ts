@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { logger } from "../log.js";
 import type { ProcessGroup } from "../native.js";
 import { checkedJob, RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
+import { ModelAssets } from "./model-assets.js";
 import { loadModel, runJob } from "./run-job.js";
 
 const send = (message: FromRank) => sendMessage(message as never);
@@ -50,11 +51,12 @@ async function serve(spec: RankSpec, log: Logger): Promise<void> {
   }
   await send({ type: "ready", rank: spec.rank });
   const ctx = { rank: spec.rank, world: spec.world, group, log };
+  const assets = new ModelAssets(spec.model.dir);
   for (;;) {
     const message = (await getOneMessage()) as ToRank;
     if (message.type === "stop") break;
     try {
-      const result = await runJob(ctx, model, spec.model, checkedJob(message.job));
+      const result = await runJob(ctx, model, assets, checkedJob(message.job));
       await send({ type: "result", id: message.id, rank: spec.rank, ok: true, result });
     } catch (err) {
       log.error({ err }, "job failed");

@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { Model, RowInput } from "../../src/native.js";
+import { ModelAssets } from "../../src/train/model-assets.js";
 import { loadCollator } from "../../src/train/collate.js";
 import { loadPrompt } from "../../src/train/prompt.js";
 import { readRows } from "../../src/train/rows.js";
@@ -26,7 +27,7 @@ export interface ScoredRows {
 
 /** The rows of `<roundDir>/train.jsonl` (frame paths relative to the folder), collated as the trainer does. */
 export async function roundRows(modelDir: string, promptFile: string, roundDir: string): Promise<ScoredRows> {
-  const collator = await loadCollator(modelDir, await loadPrompt(promptFile));
+  const collator = await loadCollator(new ModelAssets(modelDir), await loadPrompt(promptFile));
   const rows = await readRows(join(roundDir, "train.jsonl"), "ppo", "--data", roundDir);
   const inputs: RowInput[] = [];
   const frames = new Map<string, string>();
