@@ -33,10 +33,14 @@ const MANIFEST_OBJECT = "manifest.json";
 const CHUNK_BYTES = 64 * 1024 * 1024;
 
 /** Puts the folder's files under `prefix` (an object already holding the same bytes is left as it is), all files at
- *  once: one file's hashing overlaps another's upload. */
-export async function storeFolder(store: ObjectStore, dir: string, prefix: string, names: readonly string[] = CONTINUATION_FILES): Promise<StoredFolder> {
+ *  once: one file's hashing overlaps another's upload. `known`: what a committed record says these objects hold
+ *  (publish.ts): an object whose digest and size agree with it is not hashed again. */
+export async function storeFolder(
+  store: ObjectStore, dir: string, prefix: string, names: readonly string[] = CONTINUATION_FILES, known?: StoredFolder,
+): Promise<StoredFolder> {
+  const vouched = (name: string) => (known?.prefix === prefix ? known.files.find((f) => f.name === name) : undefined);
   // settled, not all: a retry of this step must not start while a put of the failed attempt is still in flight
-  const settled = await Promise.allSettled(names.map((name) => storeFile(store, join(dir, name), `${prefix}/${name}`)));
+  const settled = await Promise.allSettled(names.map((name) => storeFile(store, join(dir, name), `${prefix}/${name}`, vouched(name))));
   const failed = settled.find((s) => s.status === "rejected");
   if (failed) throw failed.reason;
   const files = names.flatMap((name, i) => {
@@ -46,16 +50,21 @@ export async function storeFolder(store: ObjectStore, dir: string, prefix: strin
   return { bucket: ADAPTER_BUCKET, prefix, files };
 }
 
-/** One file as an object; null when the file is absent. */
-async function storeFile(store: ObjectStore, path: string, object: string): Promise<{ sha256: string; size: number } | null> {
+/** One file as an object; null when the file is absent. The file is read once when the object is new (a round's
+ *  own prefix, the usual case): its sha256 is then the digest the client computed of the bytes it put. */
+async function storeFile(store: ObjectStore, path: string, object: string, vouched?: { sha256: string; size: number }): Promise<{ sha256: string; size: number } | null> {
   const info = await stat(path).catch(() => null);
   if (!info?.isFile()) return null;
-  const sha256 = await sha256File(path);
   const existing = await store.info(object);
-  if (!existing || existing.deleted || existing.size !== info.size || digestHex(existing.digest) !== sha256) {
-    await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
+  if (existing && !existing.deleted && existing.size === info.size) {
+    const stored = digestHex(existing.digest);
+    if (vouched && vouched.size === info.size && vouched.sha256 === stored) return { sha256: stored, size: info.size };
+    const sha256 = await sha256File(path);
+    if (sha256 === stored) return { sha256, size: info.size };
   }
-  return { sha256, size: info.size };
+  const put = await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
+  const sha256 = digestHex(put.digest);
+  return sha256 === "" ? { sha256: await sha256File(path), size: info.size } : { sha256, size: put.size };
 }
 
 /** Makes `dir` hold the stored files (verified by sha256; an identical folder is kept); written whole or not at all. */

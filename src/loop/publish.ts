@@ -7,7 +7,7 @@ import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { storeFolder } from "./continuation.js";
 import { ADAPTER_FILES } from "./trainer.js";
-import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats } from "../contract/index.js";
+import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats, type StoredFolder } from "../contract/index.js";
 
 export interface PublishRequest {
   policy: string;
@@ -16,6 +16,8 @@ export interface PublishRequest {
   stats: PpoStats;
   /** the adapter it continues, when known */
   parent?: number;
+  /** the objects the committed record names for this round (continuation.ts stored them before the commit) */
+  stored?: StoredFolder;
 }
 
 export type PublishResult = { published: true; event: AdapterPublished } | { published: false; lastRound: number };
@@ -40,7 +42,7 @@ export async function publishAdapter(
   if (last && last.round >= req.round) return { published: false, lastRound: last.round };
   const prefix = adapterObjectPrefix(req.policy, req.round);
   // the files were stored before the commit (continuation.ts): objects holding the same bytes are not put again
-  const stored = await storeFolder(store, req.adapterDir, prefix, ADAPTER_FILES);
+  const stored = await storeFolder(store, req.adapterDir, prefix, ADAPTER_FILES, req.stored);
   if (stored.files.length !== ADAPTER_FILES.length) throw new Error(`round ${req.round}: ${req.adapterDir} lacks ${ADAPTER_FILES.filter((n) => !stored.files.some((f) => f.name === n)).join(", ")}`);
   const files = stored.files.map((f) => ({ name: f.name, object: `${prefix}/${f.name}`, sha256: f.sha256, size: f.size }));
   await hooks.afterPut?.();

@@ -492,7 +492,8 @@ export class RoundRunner {
     setPhase(ctx, "publishing");
     const started = performance.now();
     const parent = ctx.state.record.lineage.find((e) => e.round === round)?.parent ?? undefined;
-    const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats, ...(parent == null ? {} : { parent }) }, {
+    const stored = ctx.state.record.adapter.round === round ? ctx.state.record.adapter.objects : undefined;
+    const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats, ...(parent == null ? {} : { parent }), ...(stored ? { stored } : {}) }, {
       afterPut: () => pausePoint("publishing", round, ctx.log),
     }), { what: `publish of round ${round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping }).catch((err: unknown) => {
       if (!ctx.stopping) throw err;
