@@ -1,4 +1,9 @@
+import { copyFile, mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ModelAssets } from "../src/train/model-assets.js";
+import { realTokenizerDir } from "./helpers/train-fixtures.js";
 import { batches, batchesPerEpoch, rankOrder, seededPermutation, SplitMix64, strided } from "../src/train/batching.js";
 import { FirstUpdateRun, planFirstUpdate } from "../src/train/first-update.js";
 import { JOB_DEFAULTS, type TrainJob } from "../src/contract/index.js";
@@ -129,5 +134,23 @@ describe("train stats", () => {
     expect(m.k3).toBeCloseTo((w[0]! - 0.5 - 1 + w[1]! + 0.5 - 1) / 2, 4);
     expect(m.ess).toBeCloseTo((w[0]! + w[1]!) ** 2 / (2 * (w[0]! ** 2 + w[1]! ** 2)), 4);
     expect(m.tis_clipped).toBe(0.5);
+  });
+});
+
+describe("train model assets", () => {
+  it("reads the tokenizer once for every job; a failed read is not kept, so the next job reads again", async () => {
+    const source = await realTokenizerDir();
+    const dir = await mkdtemp(join(tmpdir(), "rlloop-assets-"));
+    try {
+      for (const f of await readdir(source)) if (f !== "tokenizer.json") await copyFile(join(source, f), join(dir, f));
+      const assets = new ModelAssets(dir);
+      await expect(assets.collator()).rejects.toThrow(/no tokenizer\.json/);
+      await copyFile(join(source, "tokenizer.json"), join(dir, "tokenizer.json"));
+      const first = await assets.collator();
+      expect(first.tokenizer.idOf("<|im_end|>")).toBeGreaterThan(0);
+      expect(await assets.collator()).toBe(first);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
