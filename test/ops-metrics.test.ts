@@ -70,6 +70,7 @@ describe("ops - metrics and probes of a running daemon", () => {
     expect(scrape).toContain("rlloop_last_round_rows 8");
     expect(scrape).toContain(`rlloop_gpu_memory_bytes ${2 ** 30}`);
     expect(scrape).toContain("rlloop_round_latency_seconds_count 1");
+    for (const step of ["assemble", "train", "commit", "publish"]) expect(scrape).toContain(`rlloop_round_step_seconds_count{step="${step}"} 1`);
   });
 
   it("ops/grafana-dashboard.json queries only metrics the daemon exports", async () => {

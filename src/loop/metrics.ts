@@ -54,7 +54,7 @@ export class Metrics {
     // every label value exists from the start, at 0: a rate() over a reason that never happened yet is 0, not absent
     for (const reason of codesOf(RejectReason)) this.rejected.inc({ reason }, 0);
     for (const outcome of codesOf(RoundOutcome)) this.rounds.inc({ outcome }, 0);
-    for (const step of ["assemble", "train", "publish"]) this.stepSeconds.zero({ step });
+    for (const step of ["assemble", "train", "commit", "publish"]) this.stepSeconds.zero({ step });
     for (const trigger of ["guard", "manual"]) this.rollbacks.inc({ trigger }, 0);
     this.guardRegressed.set(0);
     this.setPhase("starting");

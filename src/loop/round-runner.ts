@@ -116,6 +116,7 @@ export class RoundRunner {
       trained = await this.#retrainFrom(trained.manifest, dir, verdict.rollback.target);
       verdict = { ...this.#judge(trained), rollback: verdict.rollback };
     }
+    const committing = performance.now();
     const adapter = await this.#placeAdapter(verdict, dir);
     await this.#recordRejections(trained.manifest);
     setPhase(ctx, "committing");
@@ -136,6 +137,7 @@ export class RoundRunner {
       return this.deps.states.commit(next, ctx.state.revision);
     }, { what: `commit of round ${manifest.round}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
+    ctx.metrics.stepSeconds.observe({ step: "commit" }, (performance.now() - committing) / 1000);
     ctx.guard = verdictOf(next, ctx.config.guard);
     await pausePoint("committed", manifest.round, ctx.log);
     await this.#afterCommit(committed, verdict, revision, dir);
