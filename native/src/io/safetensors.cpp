@@ -219,7 +219,14 @@ std::vector<at::Tensor> host_copies(const NamedTensorList& tensors) {
   }
   std::vector<at::Tensor> flat;
   for (const auto& [key, tensor] : tensors) flat.push_back(tensor.detach().reshape({-1}));
-  const at::Tensor all = at::cat(flat).to(at::kCPU);
+  const at::Tensor on_device = at::cat(flat);
+  at::Tensor all = on_device;
+  if (!on_device.is_cpu()) {
+    // into page-locked memory: the copy runs at the link's speed, and the caching host allocator hands the same
+    // buffer to the next save (a resident rank saves every round)
+    all = at::empty(on_device.sizes(), on_device.options().device(at::kCPU).pinned_memory(true));
+    all.copy_(on_device);
+  }
   int64_t offset = 0;
   for (const auto& [key, tensor] : tensors) {
     out.push_back(all.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
