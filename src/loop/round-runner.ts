@@ -11,6 +11,7 @@ import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
 import type { FaultKind, PpoStats, RoundOutcome, RoundTrigger } from "../contract/index.js";
 import { sha256, sha256File, writeFileAtomic } from "../files.js";
+import { PhaseClock } from "../phase-clock.js";
 import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./assemble.js";
 import { Backoff } from "./backoff.js";
 import { configHash } from "./config/index.js";
@@ -117,10 +118,13 @@ export class RoundRunner {
       verdict = { ...this.#judge(trained), rollback: verdict.rollback };
     }
     const committing = performance.now();
+    const clock = new PhaseClock(); // where the commit's time goes, in "round committed"
     const adapter = await this.#placeAdapter(verdict, dir);
     await this.#recordRejections(trained.manifest);
+    clock.lap("adapter");
     setPhase(ctx, "committing");
     await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
+    clock.lap("ids");
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
     // what the next round continues from goes to the object store before the commit (continuation.ts); only while
@@ -131,6 +135,7 @@ export class RoundRunner {
       await storeManifest(this.deps.adapters, committed);
       return record;
     }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isLeaseError });
+    clock.lap("objects");
     // without the lease, nothing is committed (lease.ts); the compare-and-set refuses a second writer anyway
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
@@ -138,9 +143,10 @@ export class RoundRunner {
     }, { what: `commit of round ${manifest.round}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
     ctx.metrics.stepSeconds.observe({ step: "commit" }, (performance.now() - committing) / 1000);
+    clock.lap("state");
     ctx.guard = verdictOf(next, ctx.config.guard);
     await pausePoint("committed", manifest.round, ctx.log);
-    await this.#afterCommit(committed, verdict, revision, dir);
+    await this.#afterCommit(committed, verdict, revision, dir, clock);
     await dropOptimizer(this.deps.adapters, prev, next, ctx.log);
     this.#known.clear();
     // in the order they happened: the rollback, then the round's own adapter (trained from its target)
@@ -465,7 +471,7 @@ export class RoundRunner {
     return next;
   }
 
-  async #afterCommit(manifest: Manifest, verdict: Verdict, revision: number, dir: string): Promise<void> {
+  async #afterCommit(manifest: Manifest, verdict: Verdict, revision: number, dir: string, clock: PhaseClock): Promise<void> {
     const { ctx } = this;
     const round = manifest.round;
     await writeManifest(dir, manifest);
@@ -483,7 +489,8 @@ export class RoundRunner {
     ctx.tally.last = verdict.stats === null ? null : lastRoundStats(round, verdict.outcome, verdict.stats);
     const gpu = verdict.stats?.gpu_memory_bytes;
     if (typeof gpu === "number") ctx.tally.gpuMemory = gpu;
-    ctx.log.info({ round, outcome: verdict.outcome, reason: verdict.reason, revision }, "round committed");
+    clock.lap("acks");
+    ctx.log.info({ round, outcome: verdict.outcome, reason: verdict.reason, revision, phasesS: clock.laps() }, "round committed");
     await ctx.events.round({ type: "round.committed", round, outcome: verdict.outcome, revision });
     if (verdict.outcome === "rejected") await ctx.events.round({ type: "round.rejected", round, reason: verdict.reason ?? "", ...(verdict.stats ? { stats: verdict.stats } : {}) });
   }

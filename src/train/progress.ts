@@ -50,18 +50,3 @@ export function peakRssBytes(): number {
   return process.resourceUsage().maxRSS * 1024;
 }
 
-/** Consecutive phases of a run, each timed from the end of the one before: laps() gives seconds by name. */
-export class PhaseClock {
-  private last = performance.now();
-  private readonly seconds: Record<string, number> = {};
-
-  lap(phase: string): void {
-    const now = performance.now();
-    this.seconds[phase] = round2((now - this.last) / 1000);
-    this.last = now;
-  }
-
-  laps(): Record<string, number> {
-    return { ...this.seconds };
-  }
-}
