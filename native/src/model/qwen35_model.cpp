@@ -58,13 +58,42 @@ const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
   RLLOOP_CHECK(vision_, Unsupported, "the batch has images but the model has no vision tower");
   c10::NoGradGuard no_grad;  // frozen tower: never differentiated
   ProfileRange range("vision");
+  // The tower runs on the images whose features no earlier batch left in the cache, decided here on the worker,
+  // where batches run in their submission order. The collator's and prepare()'s checks race with the forwards
+  // before this one: an image sent with pixels may have been cached since, and it is then dropped from the tower's
+  // input. So a frame's features come from the first batch that had it and the tower's input (on which one image's
+  // result depends, through the shapes of its products) is a function of the order of the batches, not of timing
+  // (a resident round equals the one-shot run bit for bit).
+  const size_t n = batch.grids.size();
+  std::vector<bool> from_cache(n);
+  std::vector<at::Tensor> kept_pixels;
+  std::vector<Grid> kept_grids;
+  bool dropped = false;
+  int64_t row = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.image_cached[i]) {
+      from_cache[i] = true;
+      continue;
+    }
+    const Grid& g = batch.grids[i];
+    const int64_t patches = g[0] * g[1] * g[2];
+    from_cache[i] = !batch.image_keys[i].empty() && vision_cache_.contains(batch.image_keys[i]);
+    if (from_cache[i]) {
+      dropped = true;
+    } else {
+      kept_pixels.push_back(batch.pixel_values.narrow(0, row, patches));
+      kept_grids.push_back(g);
+    }
+    row += patches;
+  }
   at::Tensor fresh;
-  if (batch.pixel_values.defined()) fresh = vision_->forward(batch.pixel_values, batch.fresh_grids).to(dtype_);
+  if (!kept_grids.empty())
+    fresh = vision_->forward(dropped ? at::cat(kept_pixels, 0) : batch.pixel_values, kept_grids).to(dtype_);
   std::vector<at::Tensor> parts;
   int64_t offset = 0;
-  for (size_t i = 0; i < batch.grids.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const std::string& key = batch.image_keys[i];
-    if (batch.image_cached[i]) {
+    if (from_cache[i]) {
       at::Tensor cached = vision_cache_.get(key);
       RLLOOP_CHECK(cached.defined(), Invalid,
                    "image " << i << " of the batch: its cached vision features (key \"" << key

@@ -116,7 +116,6 @@ PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Confi
       b.image_cached.push_back(is_cached(img, cache));
       if (b.image_cached.back()) continue;
       pixels.push_back(img.pixel_values);
-      b.fresh_grids.push_back(img.grid);
     }
     positions.select(1, r).narrow(1, 0, len).copy_(mrope_position_ids(row_ids, grids, config.image_token_id, merge));
     auto lp = logit_positions.accessor<int64_t, 2>();

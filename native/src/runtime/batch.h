@@ -40,7 +40,6 @@ struct PreparedBatch {
   std::vector<bool> image_cached;       // its features were in the cache when the batch was prepared
   at::Tensor pixel_values;       // [patches, C*T*P*P] model dtype: the images not cached, in order; undefined if none
                                  // (and released once vision_features is assembled)
-  std::vector<Grid> fresh_grids;  // the grids of those images
   at::Tensor vision_features;    // [sum image_tokens, hidden] model dtype; assembled once, on first use
   std::shared_ptr<DeviceUpload> upload;  // the tensors above reached the device through it: ready() before use
 };
