@@ -17,6 +17,10 @@ export interface DataWait {
   ms: number;
 }
 
+/** The batches of a pass; `firstReady` settles when the first one is prepared (or failed: the failure comes with
+ *  the batch, when it is read). */
+export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> & { firstReady: Promise<void> };
+
 /**
  * Yields each group of indices as a prepared batch, preparing the next one while the caller works. The first batch
  * starts preparing at the call, not at the first iteration, so a caller can create the sequence before other setup
@@ -29,7 +33,7 @@ export function preparedBatches<R extends SftRow>(
   groups: number[][],
   source: string,
   wait: DataWait = { ms: 0 },
-): AsyncGenerator<LoadedBatch<R>> {
+): PreparedBatches<R> {
   const load = async (indices: number[]): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
     const inputs = await Promise.all(picked.map((r) => collator.row(r, source)));
@@ -42,7 +46,7 @@ export function preparedBatches<R extends SftRow>(
     return pending;
   };
   const first = prefetch(0);
-  return (async function* () {
+  const batches = (async function* () {
     let next = first;
     for (let g = 0; g < groups.length; g++) {
       const waitStart = performance.now();
@@ -52,4 +56,5 @@ export function preparedBatches<R extends SftRow>(
       yield current;
     }
   })();
+  return Object.assign(batches, { firstReady: first ? first.then(() => undefined, () => undefined) : Promise.resolve() });
 }
