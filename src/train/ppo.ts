@@ -56,7 +56,8 @@ export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets
   const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy);
   // Epoch 1 opens with the first update's rows, which the frozen pass skips: their frames are decoded and uploaded
   // while it runs, not after it with the GPU idle — from when its first batch is ready, not beside that batch's
-  // preparation, which the GPU waits for (beside it, that batch was ready 0.5-0.6 s after the adapters on an H200).
+  // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
+  // 0.47-0.73 s with the epoch's batch prepared beside it: two H200 calls, bench/RESULTS.md).
   const firstEpoch = firstUpdate ? frozen.batches.firstReady.then(() => epochBatches(ctx, model, collator, rows, job, 0)) : null;
   await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
