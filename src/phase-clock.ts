@@ -1,6 +1,7 @@
 // Consecutive phases of a piece of work, each timed from the end of the one before, for the log line that says
 // where its time went (a PPO job's start, a round's commit).
-const round2 = (x: number) => Math.round(x * 100) / 100;
+/** Two decimals, for seconds in log lines. */
+export const round2 = (x: number) => Math.round(x * 100) / 100;
 
 export class PhaseClock {
   private last = performance.now();

@@ -129,6 +129,22 @@ describe.each(MODEL_NAMES)("native LoRA - tiny model %s vs PEFT (fp32)", (name) 
     expect(rounded.length).toBeGreaterThan(0);
   });
 
+  test("loadAdapter of a file whose data section is not 8-byte aligned (header not padded): tensors equal the file's", async () => {
+    // (the one-copy path needs every entry aligned for its dtype where it lies; this file takes the per-tensor one)
+    const file = await readSafetensors(join(lora.adapterDir, "adapter_model.safetensors"));
+    const dir = join(scratch, "unpadded");
+    await mkdir(dir, { recursive: true });
+    await cp(join(lora.adapterDir, "adapter_config.json"), join(dir, "adapter_config.json"));
+    await writeSafetensors(join(dir, "adapter_model.safetensors"), new Map(lora.keys.map((key) => { const { shape, data } = floatTensor(file, key); return [key, { shape, data }]; })), { misalignData: true });
+    await model.loadAdapter("unpadded", dir);
+    const loaded = await model.adapterTensors("unpadded");
+    model.removeAdapter("unpadded");
+    for (const key of lora.keys) {
+      const ref = floatTensor(file, key);
+      expectAllClose(`adapter tensor ${key}`, loaded[key]!.data, ref.data, ref.shape, 0);
+    }
+  });
+
   test.each(BATCH_NAMES)("%s: log-probs with PEFT's adapter within 1e-4 abs of PEFT's", async (b) => {
     const adapter = await peftAdapter("peft");
     const golden = await fx.batch(name, b);

@@ -195,32 +195,26 @@ describe("native vision - tower features and M-RoPE positions through model.insp
 
   it("vision cache: a batch prepared with pixels before its frames were cached reads the cached features (decided when it runs)", async () => {
     // The trainer prepares a batch while earlier ones still run: whether a frame is cached by then is a race, so
-    // the forward decides from the cache as earlier forwards left it. Probe: batch B carries frame 0's key with
-    // another image's pixels; run after batch A cached frame 0, it must read A's features, not compute its own.
+    // the forward decides from the cache as earlier forwards left it. Probe: batch B carries batch A's key for its
+    // first image with other pixels (it must read A's features) and a key of its own for the second (computed,
+    // alone: its pixels are sliced out after the dropped image's); C, prepared after A ran, is the reference.
     const model = await Model.load(join(root, golden.model), { device: "cpu", dtype: "float32" });
-    const rows = await rowInputs();
-    const row = rows[0]!;
-    const keyOf = (i: number) => `probe-${golden.rows[0]!.images[i]}`;
-    const withKeys = (r: RowInput, pixelsOf: (i: number) => Float32Array | undefined): RowInput => ({
-      ...r,
-      images: r.images.map((img, i) => {
-        const pixels = pixelsOf(i);
-        return { grid: img.grid, cacheKey: keyOf(i), ...(pixels ? { pixelValues: pixels } : {}) };
-      }),
-    });
-    const other = (i: number) => {
-      const p = row.images[i]!.pixelValues!;
-      return Float32Array.from(p, (v) => -v); // same shape, other content
-    };
-    const a = await model.prepare([withKeys(row, (i) => row.images[i]!.pixelValues!)]);
-    const b = await model.prepare([withKeys(row, other)]); // prepared before A ran: nothing cached yet
-    expect(model.visionCached(keyOf(0))).toBe(false);
+    const row = (await rowInputs())[0]!;
+    expect(row.images.length).toBe(2);
+    const image = (i: number, cacheKey: string, pixelValues?: Float32Array) => ({ grid: row.images[i]!.grid, cacheKey, ...(pixelValues ? { pixelValues } : {}) });
+    const real = (i: number) => row.images[i]!.pixelValues!;
+    const negated = Float32Array.from(real(0), (v) => -v); // same shape, other content
+    const a = await model.prepare([{ ...row, images: [image(0, "first", real(0)), image(1, "a-second", real(1))] }]);
+    const b = await model.prepare([{ ...row, images: [image(0, "first", negated), image(1, "b-second", real(1))] }]);
+    expect(model.visionCached("first")).toBe(false); // B was prepared before A ran
     const first = await model.inspect(a, { adapter: null });
     const late = await model.inspect(b, { adapter: null });
-    const keyOnly = await model.inspect(await model.prepare([withKeys(row, () => undefined)]), { adapter: null });
-    late.visionFeatures.forEach((f, i) => expect(f).toEqual(first.visionFeatures[i]));
-    expect(late.logits).toEqual(keyOnly.logits);
-    expect(late.logits).toEqual(first.logits);
+    const c = await model.prepare([{ ...row, images: [image(0, "first"), image(1, "c-second", real(1))] }]);
+    const reference = await model.inspect(c, { adapter: null });
+    expect(late.visionFeatures[0]).toEqual(first.visionFeatures[0]);
+    expect(late.visionFeatures[1]).toEqual(reference.visionFeatures[1]);
+    expect(late.logits).toEqual(reference.logits);
+    expect(model.visionCached("b-second")).toBe(true);
   });
 
   it("vision cache: a zero budget keeps nothing and every batch needs its pixels", async () => {

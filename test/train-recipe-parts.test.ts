@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ModelAssets } from "../src/train/model-assets.js";
-import { realTokenizerDir } from "./helpers/train-fixtures.js";
+import { tinyTokenizerDir } from "./helpers/train-fixtures.js";
 import { batches, batchesPerEpoch, rankOrder, seededPermutation, SplitMix64, strided } from "../src/train/batching.js";
 import { FirstUpdateRun, planFirstUpdate } from "../src/train/first-update.js";
 import { JOB_DEFAULTS, type TrainJob } from "../src/contract/index.js";
@@ -139,7 +139,7 @@ describe("train stats", () => {
 
 describe("train model assets", () => {
   it("reads the tokenizer once for every job; a failed read is not kept, so the next job reads again", async () => {
-    const source = await realTokenizerDir();
+    const source = await tinyTokenizerDir();
     const dir = await mkdtemp(join(tmpdir(), "rlloop-assets-"));
     try {
       for (const f of await readdir(source)) if (f !== "tokenizer.json") await copyFile(join(source, f), join(dir, f));

@@ -475,6 +475,7 @@ export class RoundRunner {
     const { ctx } = this;
     const round = manifest.round;
     await writeManifest(dir, manifest);
+    clock.lap("manifest");
     ctx.applied.add(round, manifest.events);
     const poisoned = manifest.poisoned.map((p) => p.seq);
     for (const seq of poisoned) ctx.rejectedSeqs.add(seq);

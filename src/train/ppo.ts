@@ -59,6 +59,7 @@ export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets
   // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
   // 0.47-0.73 s with the epoch's batch prepared beside it: two H200 calls, bench/RESULTS.md).
   const firstEpoch = firstUpdate ? frozen.batches.firstReady.then(() => epochBatches(ctx, model, collator, rows, job, 0)) : null;
+  firstEpoch?.catch(() => undefined); // read at epoch 1; a job that fails before must not leave it unhandled
   await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
   setup.lap("adapters");

@@ -1,6 +1,7 @@
 // Progress lines of a run (pino JSON, rank 0 only): rows/s, ETA, loss, peak memory, like the seed's
 // "SFT update u/total loss … s/update eta … peak … GiB" lines, logged for the first five steps and every 50th.
 import type { Logger } from "pino";
+import { round2 } from "../phase-clock.js";
 
 export interface ProgressStep {
   step: number; // 1-based
@@ -40,7 +41,7 @@ export class Progress {
   }
 }
 
-export const round2 = (x: number) => Math.round(x * 100) / 100;
+export { round2 };
 
 /** Seconds since a performance.now() reading, two decimals. */
 export const secondsSince = (since: number) => round2((performance.now() - since) / 1000);

@@ -102,10 +102,12 @@ export async function readHeader(file: string): Promise<SafetensorsHeader> {
 }
 
 /** Writes tensors (float32, or bfloat16 where asked: the float32 values truncated to their top 16 bits), sorted by
- *  name, header padded to 8 bytes as the reference writer does. */
+ *  name, header padded to 8 bytes as the reference writer does — or, with `misalignData`, to 2 more than that (a
+ *  writer that does not pad: every float32 then starts off its 4-byte boundary in the file). */
 export async function writeSafetensors(
   file: string,
   tensors: Map<string, { shape: number[]; data: Float32Array; dtype?: "F32" | "BF16" }>,
+  { misalignData = false }: { misalignData?: boolean } = {},
 ): Promise<void> {
   const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = { __metadata__: { format: "pt" } };
@@ -119,7 +121,7 @@ export async function writeSafetensors(
     offset += bytes;
   }
   let json = JSON.stringify(header);
-  json += " ".repeat((8 - (json.length % 8)) % 8);
+  json += " ".repeat((8 - (json.length % 8)) % 8 + (misalignData ? 2 : 0));
   const out = Buffer.alloc(8 + json.length + offset);
   out.writeBigUInt64LE(BigInt(json.length), 0);
   out.write(json, 8, "utf8");

@@ -184,7 +184,10 @@ at::Tensor SafetensorsFile::load(const SafetensorsEntry& entry, at::ScalarType d
 
 std::map<std::string, at::Tensor> SafetensorsFile::load_all(at::ScalarType dtype, at::Device device) const {
   std::map<std::string, at::Tensor> out;
-  const auto aligned = [](const SafetensorsEntry& e) { return e.begin % c10::elementSize(e.dtype) == 0; };
+  // Each entry's view must be aligned for its dtype: within the data section for a device (the upload lands in a
+  // fresh allocation), at its address in the mapping on the CPU (a header not padded to 8 bytes moves them all).
+  const uintptr_t base = device.is_cpu() ? reinterpret_cast<uintptr_t>(data_) : 0;
+  const auto aligned = [&](const SafetensorsEntry& e) { return (base + e.begin) % c10::elementSize(e.dtype) == 0; };
   // (on the CPU the same path, whose "upload" aliases the mapping: the tests run the splitting the GPU runs)
   const bool one_upload = !entries_.empty() &&
                           std::all_of(entries_.begin(), entries_.end(), [&](const auto& kv) { return aligned(kv.second); });
@@ -224,7 +227,11 @@ std::vector<at::Tensor> host_copies(const NamedTensorList& tensors) {
   if (!on_device.is_cpu()) {
     // into page-locked memory: the copy runs at the link's speed, and the caching host allocator hands the same
     // buffer to the next save (a resident rank saves every round)
-    all = at::empty(on_device.sizes(), on_device.options().device(at::kCPU).pinned_memory(true));
+    try {
+      all = at::empty(on_device.sizes(), on_device.options().device(at::kCPU).pinned_memory(true));
+    } catch (const c10::Error&) {
+      all = at::empty(on_device.sizes(), on_device.options().device(at::kCPU));  // no page-locked memory left
+    }
     all.copy_(on_device);
   }
   int64_t offset = 0;

@@ -77,7 +77,9 @@ const at::Tensor& Qwen35Model::vision_features(PreparedBatch& batch) {
     }
     const Grid& g = batch.grids[i];
     const int64_t patches = g[0] * g[1] * g[2];
-    from_cache[i] = !batch.image_keys[i].empty() && vision_cache_.contains(batch.image_keys[i]);
+    // (a cached entry of another size is not this image's: its pixels are used, as before the entry existed)
+    const at::Tensor cached = batch.image_keys[i].empty() ? at::Tensor() : vision_cache_.get(batch.image_keys[i]);
+    from_cache[i] = cached.defined() && cached.size(0) == batch.image_tokens[i];
     if (from_cache[i]) {
       dropped = true;
     } else {

@@ -1,0 +1,76 @@
+// A round's folder into the object store (src/loop/continuation.ts storeFolder), against a real nats-server: the
+// sha256 a stored folder records is the object's content in every path — a new object (hashed while put), an
+// unchanged one (hashed, not put again), a local file that changed (put again), and a committed record vouching for
+// an object (neither hashed nor put) — and fetchFolder verifies what it downloads against those digests.
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { ObjectStore } from "@nats-io/obj";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fetchFolder, storeFolder } from "../src/loop/continuation.js";
+import { objectStores } from "../src/loop/object-stores.js";
+import { sha256, sha256File } from "../src/files.js";
+import { startNatsServer, type NatsServer } from "./helpers/nats.js";
+
+describe("loop - a folder into the object store", () => {
+  let server: NatsServer;
+  let nc: NatsConnection;
+  let store: ObjectStore;
+  let dir: string;
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    nc = await connect({ servers: server.url });
+    store = await objectStores(nc).create("rlloop-test-objects");
+    dir = await mkdtemp(join(tmpdir(), "rlloop-objects-"));
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const revision = async (name: string) => (await store.info(name))!.revision;
+
+  it("records each object's own sha256 whether it is put, skipped, put again or vouched for", async () => {
+    const src = join(dir, "round");
+    await mkdir(src, { recursive: true });
+    const big = randomBytes(3 * 1024 * 1024 + 17); // several of the client's default chunks, not a whole number
+    await writeFile(join(src, "weights.bin"), big);
+    await writeFile(join(src, "config.json"), '{"r": 4}\n');
+    const names = ["weights.bin", "config.json", "absent.json"];
+
+    const first = await storeFolder(store, src, "p/r1", names);
+    expect(first.files.map((f) => f.name)).toEqual(["weights.bin", "config.json"]); // an absent file is no object
+    expect(first.files[0]).toEqual({ name: "weights.bin", sha256: sha256(big), size: big.length });
+    expect(first.files[1]!.sha256).toBe(await sha256File(join(src, "config.json")));
+    const put = await revision("p/r1/weights.bin");
+
+    // unchanged: hashed, found equal, not put again
+    expect(await storeFolder(store, src, "p/r1", names)).toEqual(first);
+    expect(await revision("p/r1/weights.bin")).toBe(put);
+
+    // the local file changed (same size): put again, the new content recorded
+    const changed = Buffer.from(big.map((b) => b ^ 0xff));
+    await writeFile(join(src, "weights.bin"), changed);
+    const second = await storeFolder(store, src, "p/r1", names);
+    expect(second.files[0]!.sha256).toBe(sha256(changed));
+    expect(await revision("p/r1/weights.bin")).toBeGreaterThan(put);
+    const reput = await revision("p/r1/weights.bin");
+
+    // a record vouching for the objects (publish after the commit): neither hashed nor put, whatever this disk holds
+    await writeFile(join(src, "weights.bin"), big);
+    expect(await storeFolder(store, src, "p/r1", names, second)).toEqual(second);
+    expect(await revision("p/r1/weights.bin")).toBe(reput);
+    // vouching for another prefix counts for nothing: the file is hashed, differs, and is put
+    const third = await storeFolder(store, src, "p/r1", names, { ...second, prefix: "p/r0" });
+    expect(third.files[0]!.sha256).toBe(sha256(big));
+
+    // what is downloaded is verified against the recorded digests
+    const into = join(dir, "fetched");
+    await fetchFolder(store, third, into);
+    expect((await readFile(join(into, "weights.bin"))).equals(big)).toBe(true);
+  });
+});
