@@ -4,7 +4,8 @@
 export const round2 = (x: number) => Math.round(x * 100) / 100;
 
 export class PhaseClock {
-  private last = performance.now();
+  private readonly started = performance.now();
+  private last = this.started;
   private readonly seconds: Record<string, number> = {};
 
   /** Ends the phase named `phase` now; the next one starts. */
@@ -12,6 +13,11 @@ export class PhaseClock {
     const now = performance.now();
     this.seconds[phase] = round2((now - this.last) / 1000);
     this.last = now;
+  }
+
+  /** Seconds from the clock's start to the end of the last phase. */
+  totalSeconds(): number {
+    return (this.last - this.started) / 1000;
   }
 
   /** Seconds by phase, two decimals. */

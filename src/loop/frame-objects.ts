@@ -5,16 +5,12 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import type { ObjectStore } from "@nats-io/obj";
+import { loadOnce } from "../load-once.js";
 import { objectStores } from "./object-stores.js";
 
 export function frameObjectOpener(nc: NatsConnection, bucket: string): () => Promise<ObjectStore> {
-  let store: Promise<ObjectStore> | null = null;
-  const open = async () => {
+  return loadOnce(async () => {
     await (await jetstreamManager(nc, { timeout: 10_000 })).streams.info(`OBJ_${bucket}`);
     return objectStores(nc).open(bucket, false);
-  };
-  return () => (store ??= open().catch((err: unknown) => {
-    store = null;
-    throw err;
-  }));
+  });
 }

@@ -117,7 +117,6 @@ export class RoundRunner {
       trained = await this.#retrainFrom(trained.manifest, dir, verdict.rollback.target);
       verdict = { ...this.#judge(trained), rollback: verdict.rollback };
     }
-    const committing = performance.now();
     const clock = new PhaseClock(); // where the commit's time goes, in "round committed"
     const adapter = await this.#placeAdapter(verdict, dir);
     await this.#recordRejections(trained.manifest);
@@ -142,8 +141,8 @@ export class RoundRunner {
       return this.deps.states.commit(next, ctx.state.revision);
     }, { what: `commit of round ${manifest.round}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
-    ctx.metrics.stepSeconds.observe({ step: "commit" }, (performance.now() - committing) / 1000);
     clock.lap("state");
+    ctx.metrics.stepSeconds.observe({ step: "commit" }, clock.totalSeconds());
     ctx.guard = verdictOf(next, ctx.config.guard);
     await pausePoint("committed", manifest.round, ctx.log);
     await this.#afterCommit(committed, verdict, revision, dir, clock);

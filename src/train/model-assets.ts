@@ -3,6 +3,7 @@
 // change under a resident rank, and building the tokenizer alone blocks the JS thread for ~1 s with Qwen3.5's real
 // vocabulary (`tokenizers`' fromFile on the 2-core dev machine) — on every round's critical path when read per job.
 // A read that failed is not kept: the next job reads again (and reports its own error).
+import { loadOnce } from "../load-once.js";
 import { loadChatTemplate, type ChatTemplate } from "./chat-template.js";
 import { loadImageOptions } from "./images.js";
 import type { ImageProcessorOptions } from "../native.js";
@@ -15,16 +16,10 @@ export interface CollatorAssets {
 }
 
 export class ModelAssets {
-  #collator: Promise<CollatorAssets> | null = null;
+  readonly collator: () => Promise<CollatorAssets>;
 
-  constructor(readonly dir: string) {}
-
-  collator(): Promise<CollatorAssets> {
-    this.#collator ??= loadCollatorAssets(this.dir).catch((err: unknown) => {
-      this.#collator = null;
-      throw err;
-    });
-    return this.#collator;
+  constructor(readonly dir: string) {
+    this.collator = loadOnce(() => loadCollatorAssets(dir));
   }
 }
 

@@ -104,7 +104,8 @@ void AdapterSet::attach(const std::string& name, const LoraSpec& spec, const std
     RLLOOP_CHECK(tensor.sizes().vec() == expected, Shape,
                  source << ": tensor '" << key << "' has shape " << shape_string(tensor.sizes()) << ", expected "
                         << shape_string(expected) << " (r = " << spec.r << ")");
-    at::Tensor master = tensor.detach().to(device, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    // the caller's tensors become the masters (load_all's are fresh copies on the device already: no second copy)
+    at::Tensor master = tensor.detach().to(device, at::kFloat);
     (is_a ? found[l].A : found[l].B) = master;
     found[l].scale = spec.scale();
   }

@@ -42,7 +42,8 @@ class AdapterSet {
   std::vector<LoraLinear*> select(const LoraSpec& spec) const;
   // Fresh adapter: A ~ U(±1/sqrt(in)) (kaiming_uniform a=√5) from a CPU generator seeded with spec.seed, B = 0.
   void add(const std::string& name, const LoraSpec& spec, at::Device device);
-  // Adapter from PEFT-keyed tensors (float32 after conversion); keys decide the modules, as in vLLM.
+  // Adapter from PEFT-keyed tensors (float32 after conversion); keys decide the modules, as in vLLM. The tensors are
+  // taken, not copied, where they are float32 on `device` already: the caller must not keep using them.
   void attach(const std::string& name, const LoraSpec& spec, const std::map<std::string, at::Tensor>& tensors,
               const std::string& source, at::Device device);
 
