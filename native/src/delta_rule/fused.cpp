@@ -42,37 +42,37 @@ at::Tensor dense(const at::Tensor& t) {
 bool tf32_products(const at::Tensor& q) { return q.is_cuda() && at::globalContext().allowTF32CuBLAS(); }
 
 at::Tensor run_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                       const at::Tensor& g, at::Tensor* states, bool tf32) {
+                       const at::Tensor& g, delta_rule::ForwardSaved* saved, bool tf32) {
 #ifdef RLLOOP_CUDA
-  if (q.is_cuda()) return cuda::delta_rule_forward(q, k, v, beta, g, states, tf32);
+  if (q.is_cuda()) return cuda::delta_rule_forward(q, k, v, beta, g, saved, tf32);
 #endif
-  return delta_rule::forward<RLLOOP_CPU_HEAD_SIZES>(CpuRun{}, q, k, v, beta, g, states);
+  return delta_rule::forward<RLLOOP_CPU_HEAD_SIZES>(CpuRun{}, q, k, v, beta, g, saved);
 }
 
 std::array<at::Tensor, 5> run_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                       const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
-                                       const at::Tensor& dO, bool tf32) {
+                                       const at::Tensor& beta, const at::Tensor& g,
+                                       const delta_rule::ForwardSaved& saved, const at::Tensor& dO, bool tf32) {
 #ifdef RLLOOP_CUDA
-  if (q.is_cuda()) return cuda::delta_rule_backward(q, k, v, beta, g, states, dO, tf32);
+  if (q.is_cuda()) return cuda::delta_rule_backward(q, k, v, beta, g, saved, dO, tf32);
 #endif
-  return delta_rule::backward<RLLOOP_CPU_HEAD_SIZES>(CpuRun{}, q, k, v, beta, g, states, dO);
+  return delta_rule::backward<RLLOOP_CPU_HEAD_SIZES>(CpuRun{}, q, k, v, beta, g, saved, dO);
 }
 
 struct DeltaRuleKernels : public torch::autograd::Function<DeltaRuleKernels> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& beta, const at::Tensor& g) {
     const bool tf32 = tf32_products(q);
-    at::Tensor states;
-    at::Tensor out = run_forward(q, k, v, beta, g, &states, tf32);
-    ctx->save_for_backward({q, k, v, beta, g, states});
+    delta_rule::ForwardSaved saved;
+    at::Tensor out = run_forward(q, k, v, beta, g, &saved, tf32);
+    ctx->save_for_backward({q, k, v, beta, g, saved.states, saved.U, saved.W});
     ctx->saved_data["tf32"] = tf32;
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     BackwardNodeTimer timer("gdn.delta_rule");
     const variable_list saved = ctx->get_saved_variables();
-    auto r = run_backward(saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], dense(grads[0]),
-                          ctx->saved_data["tf32"].toBool());
+    auto r = run_backward(saved[0], saved[1], saved[2], saved[3], saved[4], {saved[5], saved[6], saved[7]},
+                          dense(grads[0]), ctx->saved_data["tf32"].toBool());
     return {r[0], r[1], r[2], r[3], r[4]};
   }
 };

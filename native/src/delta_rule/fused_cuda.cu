@@ -23,6 +23,7 @@ struct CudaRun {
 };
 
 constexpr int64_t kSharedBytes = sizeof(float) * std::max({delta_rule::Prep<kHeadSize>::kSharedFloats,
+    delta_rule::ChunkTerms<kHeadSize>::kSharedFloats,
     delta_rule::ScanForward<kHeadSize, delta_rule::kScanColumns<kHeadSize>>::kSharedFloats,
     delta_rule::Output<kHeadSize>::kSharedFloats,
     delta_rule::ScanBackward<kHeadSize, delta_rule::kScanColumns<kHeadSize>>::kSharedFloats,
@@ -35,16 +36,16 @@ bool delta_rule_supports(int64_t D, int device) {
 }
 
 at::Tensor delta_rule_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                              const at::Tensor& g, at::Tensor* states, bool tf32) {
+                              const at::Tensor& g, delta_rule::ForwardSaved* saved, bool tf32) {
   const c10::cuda::CUDAGuard guard(q.device());
-  return delta_rule::forward<kHeadSize>(CudaRun{tf32}, q, k, v, beta, g, states);
+  return delta_rule::forward<kHeadSize>(CudaRun{tf32}, q, k, v, beta, g, saved);
 }
 
 std::array<at::Tensor, 5> delta_rule_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                              const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
-                                              const at::Tensor& dO, bool tf32) {
+                                              const at::Tensor& beta, const at::Tensor& g,
+                                              const delta_rule::ForwardSaved& saved, const at::Tensor& dO, bool tf32) {
   const c10::cuda::CUDAGuard guard(q.device());
-  return delta_rule::backward<kHeadSize>(CudaRun{tf32}, q, k, v, beta, g, states, dO);
+  return delta_rule::backward<kHeadSize>(CudaRun{tf32}, q, k, v, beta, g, saved, dO);
 }
 
 }  // namespace rlloop::cuda

@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "delta_rule/forward_saved.h"
+
 namespace rlloop::cuda {
 
 // Whether this build has kernels for head size D that fit the shared memory of CUDA device `device`.
@@ -11,9 +13,9 @@ bool delta_rule_supports(int64_t D, int device);
 
 // As delta_rule::forward / backward (delta_rule/sequences.h) on q's device, products in TF32 or in float32.
 at::Tensor delta_rule_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                              const at::Tensor& g, at::Tensor* states, bool tf32);
+                              const at::Tensor& g, delta_rule::ForwardSaved* saved, bool tf32);
 std::array<at::Tensor, 5> delta_rule_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                              const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
-                                              const at::Tensor& dO, bool tf32);
+                                              const at::Tensor& beta, const at::Tensor& g,
+                                              const delta_rule::ForwardSaved& saved, const at::Tensor& dO, bool tf32);
 
 }  // namespace rlloop::cuda

@@ -1,6 +1,6 @@
-// The chunked gated delta rule as six block programs (block/program.h): the forward in three kernels and the
-// backward in four, the first shared. Same algorithm and notation as delta_rule/aten.cpp, whose ATen
-// formulation is their reference (docs/native-api.md), for C = 64 and key and value heads of one size D:
+// The chunked gated delta rule as seven block programs (block/program.h): the forward in three kernels and the
+// backward in four. Same algorithm and notation as delta_rule/aten.cpp, whose ATen formulation is their reference
+// (docs/native-api.md), for C = 64 and key and value heads of one size D:
 //
 //   per chunk (all chunks at once): cum = cumsum(g), P_ij = exp(cum_i − cum_j) (j ≤ i, else 0), e = exp(cum),
 //     f = exp(cum_last − cum), dec = exp(cum_last); A = (diag(β) k kᵀ) ⊙ P, intra = (q kᵀ) ⊙ P;
@@ -18,6 +18,8 @@
 // consecutive), β, g [chunks, 64], S states [chunks, D, D], intra and dintra [chunks, 64, 64], ddec [chunks].
 // What goes through global memory between the kernels is about what the ATen version materialises too; the gain
 // is that each kernel reads a chunk's tensors once instead of ~150 ATen operations a layer passing over them.
+// The forward keeps U and W for the backward beside the states (2 x 117 MB a layer at 16 rows of ~420 tokens, 32
+// heads of 128): the backward recomputes only the cheap chunk terms (ChunkTerms), not the solve.
 // The solves run in blocks of 16 rows (unit_lower_solve): products for the off-diagonal blocks, so in TF32 on a
 // bfloat16 model like the rest, and float32 substitutions inside the diagonal ones.
 //
@@ -76,66 +78,82 @@ RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Prep (forward and backward; one block per chunk): U, W and Kend = k·f; for the backward also intra = (q kᵀ) ⊙ P
-// and Qd = q·e (intra and Qd both given or both null).
+// Prep (the forward; one block per chunk): U, W and Kend = k·f. The forward keeps U and W for the backward.
 template <int D>
 struct Prep {
   static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 256;
   static constexpr int kLdR = row_ld(2 * D);
-  // R: [q | k] while intra is computed (the backward; the forward loads v on the left at once), then
-  // [v·β | k·β·e], solved in place to [U | W]
-  static constexpr int64_t kR = 0, kA = kR + region(kChunk * kLdR), kI = kA + region(kChunk * kChunkLd),
-                           kVectors = kI + region(kChunk * kChunkLd), kSharedFloats = kVectors + 4 * kChunk;
+  // R: [v | k], scaled to [v·β | k·β·e] and solved in place to [U | W]
+  static constexpr int64_t kR = 0, kA = kR + region(kChunk * kLdR), kVectors = kA + region(kChunk * kChunkLd),
+                           kSharedFloats = kVectors + 4 * kChunk;
 
-  const float *q, *k, *v, *beta, *g;
+  const float *k, *v, *beta, *g;
   float *U, *W, *Kend;
-  float *intra, *Qd;  // the backward's: nullable
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
-    float *sR = shared + kR, *sA = shared + kA, *sI = shared + kI;
+    float *sR = shared + kR, *sA = shared + kA;
     float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
     float* sk = sR + D;  // the right half
     const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk;
-    const bool backward = intra != nullptr;
 
     ex.load(sk, kLdR, k + at, D, kChunk, D);
-    ex.load(sR, kLdR, (backward ? q : v) + at, D, kChunk, D);
+    ex.load(sR, kLdR, v + at, D, kChunk, D);
     ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
     ex.decays(g + at_c, cum, e, f);
     ex.sync();
     const Term kk{sk, kLdR, false, sk, kLdR, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
-    if (backward) {
-      const Term qk{sR, kLdR, false, sk, kLdR, true, D, 1.0f};
-      ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
-      ex.for_each(kChunk * D, [&](int x) { Qd[at + x] = sR[(x / D) * kLdR + x % D] * e[x / D]; });
-    }
     ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = sk[(x / D) * kLdR + x % D] * f[x / D]; });
     ex.sync();
-    if (backward) {
-      ex.load(sR, kLdR, v + at, D, kChunk, D);  // q is used up
-      float* out = intra + chunk * kChunk * kChunk;
-      ex.for_each(kChunk * kChunk, [&](int x) {
-        const int i = x / kChunk, j = x % kChunk;
-        out[x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
-      });
-    }
     ex.for_each(kChunk * kChunk, [&](int x) {  // A = (diag(β) k kᵀ) ⊙ P, strictly lower
       const int i = x / kChunk, j = x % kChunk;
       sA[i * kChunkLd + j] = j < i ? sbeta[i] * sA[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
     ex.for_each(kChunk * D, [&](int x) { sk[(x / D) * kLdR + x % D] *= sbeta[x / D] * e[x / D]; });
-    if (!backward) ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLdR + x % D] *= sbeta[x / D]; });
+    ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLdR + x % D] *= sbeta[x / D]; });
     ex.sync();
-    if (backward) {
-      ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLdR + x % D] *= sbeta[x / D]; });
-      ex.sync();
-    }
     unit_lower_solve<2 * D>(ex, sA, sR, kLdR, /*transposed=*/false);
     ex.copy(U + at, D, sR, kLdR, kChunk, D);
     ex.copy(W + at, D, sk, kLdR, kChunk, D);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The backward's chunk terms beside the forward's U and W (one block per chunk): intra = (q kᵀ) ⊙ P, Qd = q·e and
+// Kend = k·f — two loads and one 64 x 64 product, where recomputing U and W took the solve as well.
+template <int D>
+struct ChunkTerms {
+  static_assert(kShapesFit<D>, "head size: a multiple of 16");
+  static constexpr int kThreads = 256;
+  static constexpr int kLd = row_ld(D);
+  static constexpr int64_t kQ = 0, kK = kQ + region(kChunk * kLd), kI = kK + region(kChunk * kLd),
+                           kVectors = kI + region(kChunk * kChunkLd), kSharedFloats = kVectors + 3 * kChunk;
+
+  const float *q, *k, *g;
+  float *intra, *Qd, *Kend;
+
+  template <class Exec>
+  RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
+    float *sq = shared + kQ, *sk = shared + kK, *sI = shared + kI;
+    float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk;
+    const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk;
+
+    ex.load(sq, kLd, q + at, D, kChunk, D);
+    ex.load(sk, kLd, k + at, D, kChunk, D);
+    ex.decays(g + at_c, cum, e, f);
+    ex.sync();
+    const Term qk{sq, kLd, false, sk, kLd, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
+    ex.for_each(kChunk * D, [&](int x) { Qd[at + x] = sq[(x / D) * kLd + x % D] * e[x / D]; });
+    ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = sk[(x / D) * kLd + x % D] * f[x / D]; });
+    ex.sync();
+    float* out = intra + chunk * kChunk * kChunk;
+    ex.for_each(kChunk * kChunk, [&](int x) {
+      const int i = x / kChunk, j = x % kChunk;
+      out[x] = sI[i * kChunkLd + j] * pair_decay(cum, i, j);
+    });
   }
 };
 

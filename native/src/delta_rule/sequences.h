@@ -6,6 +6,7 @@
 
 #include <array>
 
+#include "delta_rule/forward_saved.h"
 #include "delta_rule/programs.h"
 
 namespace rlloop::delta_rule {
@@ -30,29 +31,30 @@ inline float* out(at::Tensor& t) { return t.data_ptr<float>(); }
 
 template <int D, class Run>
 at::Tensor forward_for(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                       const at::Tensor& beta, const at::Tensor& g, at::Tensor* states) {
+                       const at::Tensor& beta, const at::Tensor& g, ForwardSaved* saved) {
   constexpr int BV = kScanColumns<D>;
   const Shape s(q);
   at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k);
-  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), nullptr, nullptr}, s.chunks);
+  run(Prep<D>{in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend)}, s.chunks);
   at::Tensor V = at::empty_like(v), S = at::empty({q.size(0), q.size(1), s.N, D, D}, q.options());
   run(ScanForward<D, BV>{in(U), in(W), in(Kend), in(g), out(V), out(S), static_cast<int>(s.N)}, s.sequences * (D / BV));
+  Kend.reset();
   at::Tensor O = at::empty_like(v);
   run(Output<D>{in(q), in(k), in(g), in(V), in(S), out(O)}, s.chunks);
-  if (states) *states = S;
+  if (saved) *saved = {S, U, W};
   return O;
 }
 
 template <int D, class Run>
 std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                       const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
+                                       const at::Tensor& beta, const at::Tensor& g, const ForwardSaved& saved,
                                        const at::Tensor& dO) {
   constexpr int BV = kScanColumns<D>;
   const Shape s(q);
   const auto chunk_matrices = [&] { return at::empty({q.size(0), q.size(1), s.N, kChunk, kChunk}, q.options()); };
-  at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k), Qd = at::empty_like(q);
-  at::Tensor intra = chunk_matrices();
-  run(Prep<D>{in(q), in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), out(intra), out(Qd)}, s.chunks);
+  const at::Tensor &U = saved.U, &W = saved.W, &states = saved.states;
+  at::Tensor Kend = at::empty_like(k), Qd = at::empty_like(q), intra = chunk_matrices();
+  run(ChunkTerms<D>{in(q), in(k), in(g), out(intra), out(Qd), out(Kend)}, s.chunks);
 
   at::Tensor dV = at::empty_like(v), dS_next = at::empty_like(states);
   run(ScanBackward<D, BV>{in(Kend), in(Qd), in(W), in(intra), in(g), in(dO), out(dV), out(dS_next), static_cast<int>(s.N)},
@@ -74,25 +76,25 @@ std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, cons
   return {grad_q, grad_k, grad_v, grad_beta, grad_g};
 }
 
-// O (and, when `states` is given, every chunk's starting state [B, H, N, D, D], for the backward), for q, k, v
-// [B, H, N, 64, D], β and g [B, H, N, 64]; D one of Dims.
+// O (and, when `saved` is given, what the backward reads: forward_saved.h), for q, k, v [B, H, N, 64, D], β and g
+// [B, H, N, 64]; D one of Dims.
 template <int... Dims, class Run>
 at::Tensor forward(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
-                   const at::Tensor& g, at::Tensor* states) {
+                   const at::Tensor& g, ForwardSaved* saved) {
   at::Tensor out;
-  const bool done = ((q.size(4) == Dims && (out = forward_for<Dims>(run, q, k, v, beta, g, states), true)) || ...);
+  const bool done = ((q.size(4) == Dims && (out = forward_for<Dims>(run, q, k, v, beta, g, saved), true)) || ...);
   TORCH_CHECK(done, "delta rule kernels: no build for head size ", q.size(4));
   return out;
 }
 
-// Gradients of q, k, v, β and g from those of O, the chunks' starting states saved by forward.
+// Gradients of q, k, v, β and g from those of O, with what forward saved.
 template <int... Dims, class Run>
 std::array<at::Tensor, 5> backward(const Run& run, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const at::Tensor& beta, const at::Tensor& g, const at::Tensor& states,
+                                   const at::Tensor& beta, const at::Tensor& g, const ForwardSaved& saved,
                                    const at::Tensor& dO) {
   std::array<at::Tensor, 5> grads;
   const bool done =
-      ((q.size(4) == Dims && (grads = backward_for<Dims>(run, q, k, v, beta, g, states, dO), true)) || ...);
+      ((q.size(4) == Dims && (grads = backward_for<Dims>(run, q, k, v, beta, g, saved, dO), true)) || ...);
   TORCH_CHECK(done, "delta rule kernels: no build for head size ", q.size(4));
   return grads;
 }

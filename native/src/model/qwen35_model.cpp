@@ -137,13 +137,16 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   // 14 hidden-sized and 6 intermediate-sized vectors in the model dtype — measured on one H200 at the 9B shapes,
   // 16 rows x ~420 tokens, nothing recomputed: 52.1 GiB of activations and backward transients for 32 layers
   // (bench/gpu/kernel_check.sh) — 20 without the norm kernels (61.6 GiB), 34 with autograd's delta-rule backward
-  // (83.9 GiB).
+  // (83.9 GiB); and the delta-rule kernels keep the solve's U and W (float32, 2·H·D a token in the 3 of 4 layers
+  // that are linear attention: 3 more hidden-sized vectors a layer on average at Qwen3.5-9B's shapes).
   constexpr double kGiB = 1ull << 30;
   const double total = static_cast<double>(device_memory_bytes_);
   const double peak_target = std::min(76.0 * kGiB, total > 0 ? total - 4.0 * kGiB : 76.0 * kGiB);
   const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes);
   const TextConfig& t = config_.text;
-  const double hidden_vectors = !delta_rule_backward_is_manual() ? 34.0 : cuda_kernel_enabled("norm") ? 14.0 : 20.0;
+  const double kept_by_delta_rule = cuda_kernel_enabled("delta_rule") ? 3.0 : 0.0;
+  const double hidden_vectors = !delta_rule_backward_is_manual() ? 34.0
+                                : (cuda_kernel_enabled("norm") ? 14.0 : 20.0) + kept_by_delta_rule;
   const double per_token_layer = (hidden_vectors * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
   const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
   if (per_layer <= 0) return 0;
