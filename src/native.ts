@@ -237,7 +237,7 @@ interface NativeProcessGroup {
 
 interface Addon {
   loadModel(dir: string, opts: Required<Pick<LoadOptions, "device" | "dtype">> & LoadOptions): Promise<NativeModel>;
-  preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches;
+  preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): Promise<ImagePatches>;
   deviceMemoryStats(device: string): DeviceMemoryStats;
   resetPeakMemoryStats(device: string): void;
   deltaRuleCheck(options: DeltaRuleCheckOptions): DeltaRuleCheck;
@@ -285,7 +285,12 @@ function addon(): Addon {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-export function preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): ImagePatches {
+/**
+ * A frame's pixel values and grid (qwen35.md §8). Bad arguments, options or sizes throw at the call; the work runs
+ * on libuv's thread pool, so several frames are preprocessed at once and the JS thread goes on. `rgb` must not be
+ * written until the promise settles.
+ */
+export function preprocessImage(rgb: Uint8Array, width: number, height: number, opts: ImageProcessorOptions): Promise<ImagePatches> {
   return addon().preprocessImage(rgb, width, height, opts);
 }
 

@@ -73,6 +73,19 @@ describe("native vision - preprocessImage matches Qwen2VLImageProcessor", () => 
     },
   );
 
+  it("gives each frame the same values when many run at once on the thread pool", async () => {
+    const frames = await Promise.all(golden.processor.map((c) => decodeRgb(join(root, c.png), c.name)));
+    const one: Awaited<ReturnType<typeof preprocessImage>>[] = [];
+    for (const [i, f] of frames.entries()) one.push(await preprocessImage(f.rgb, f.width, f.height, golden.processor[i]!.options));
+    const together = await Promise.all(
+      [...frames, ...frames].map((f, i) => preprocessImage(f.rgb, f.width, f.height, golden.processor[i % frames.length]!.options)),
+    );
+    together.forEach((p, i) => {
+      expect(p.grid).toEqual(one[i % frames.length]!.grid);
+      expect(Buffer.from(p.pixelValues.buffer).equals(Buffer.from(one[i % frames.length]!.pixelValues.buffer)), `frame ${i}`).toBe(true);
+    });
+  });
+
   it("rejects an aspect ratio above 200", () => {
     expect(() => preprocessImage(new Uint8Array(201 * 3), 201, 1, QWEN)).toThrow(/aspect ratio must be at most 200/);
   });

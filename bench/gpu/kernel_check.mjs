@@ -16,12 +16,12 @@ const [modelDir, rowsDir, adapterDir, outDir] = positionals;
 mkdirSync(outDir, { recursive: true });
 const imageOptions = await loadImageOptions(modelDir); // the trainer's own reading of preprocessor_config.json
 const rows = JSON.parse(readFileSync(join(rowsDir, "rows.json"), "utf8")).slice(0, Number(values.rows));
-const inputs = rows.map((r) => ({
+const inputs = await Promise.all(rows.map(async (r) => ({
   inputIds: Int32Array.from(r.inputIds),
-  images: [preprocessImage(new Uint8Array(readFileSync(r.image.replace(/\.png$/, ".rgb"))), r.width, r.height, imageOptions)],
+  images: [await preprocessImage(new Uint8Array(readFileSync(r.image.replace(/\.png$/, ".rgb"))), r.width, r.height, imageOptions)],
   scoreStart: r.scoreStart,
   scoreCount: r.scoreCount,
-}));
+})));
 
 const model = await Model.load(modelDir, { device: "cuda:0", dtype: values.dtype, checkpointing: "off", visionCacheBytes: 0, tf32: values.tf32 });
 await model.loadAdapter("policy", adapterDir);

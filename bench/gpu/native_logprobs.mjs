@@ -24,12 +24,12 @@ const start = performance.now();
 const logp = [];
 const batch = Number(values.batch);
 for (let i = 0; i < rows.length; i += batch) {
-  const inputs = rows.slice(i, i + batch).map((r) => {
+  const inputs = await Promise.all(rows.slice(i, i + batch).map(async (r) => {
     const data = new Uint8Array(readFileSync(r.image.replace(/\.png$/, ".rgb")));
     const { width, height } = r;
-    return { inputIds: Int32Array.from(r.inputIds), images: [preprocessImage(data, width, height, imageOptions)],
+    return { inputIds: Int32Array.from(r.inputIds), images: [await preprocessImage(data, width, height, imageOptions)],
              scoreStart: r.scoreStart, scoreCount: r.scoreCount };
-  });
+  }));
   const prepared = await model.prepare(inputs);
   const out = await model.logprobs(prepared, { adapter: null });
   for (let b = 0; b < inputs.length; b++) logp.push(Array.from(out.logp.subarray(b * out.K, (b + 1) * out.K)));

@@ -72,7 +72,7 @@ export async function decodeRgb(path: string, where: string): Promise<RgbFrame> 
 export async function readImagePatches(path: string, options: ImageProcessorOptions, where: string): Promise<ImagePatches> {
   const frame = await decodeRgb(path, where);
   try {
-    return preprocessImage(frame.rgb, frame.width, frame.height, options);
+    return await preprocessImage(frame.rgb, frame.width, frame.height, options);
   } catch (err) {
     throw new TrainInputError(`${where}: image ${path}: ${(err as Error).message}`, { cause: err });
   }

@@ -153,7 +153,7 @@ export async function nativePatches(root: string, rows: GoldenRow[], options: Im
   for (const image of rows.flatMap((r) => r.images)) {
     if (out.has(image.name)) continue;
     const { rgb, width, height } = await decodePng(join(root, image.png));
-    out.set(image.name, preprocessImage(rgb, width, height, options));
+    out.set(image.name, await preprocessImage(rgb, width, height, options));
   }
   return out;
 }

@@ -682,7 +682,62 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// preprocessImage(rgb: Uint8Array, width, height, opts) -> { pixelValues: Float32Array, grid: [t, gh, gw] }
+// preprocessImage(rgb: Uint8Array, width, height, opts) -> Promise<{ pixelValues: Float32Array, grid: [t, gh, gw] }>.
+// The arguments, options and target size are checked on the JS thread (bad ones throw there); the resize,
+// normalisation and patchify run on libuv's thread pool: ~1.8M floats a 640x480 frame, milliseconds of CPU that the
+// JS thread (collating the rest of a batch) need not spend. The result's Float32Array is the tensor's own memory
+// (an external ArrayBuffer that keeps the tensor), neither zero-filled nor copied. rgb must not be written until
+// the promise settles.
+class PreprocessWork : public Napi::AsyncWorker {
+ public:
+  PreprocessWork(Napi::Env env, Napi::Uint8Array rgb, const ImageProcessorOptions& options, const ImagePlan& plan)
+      : Napi::AsyncWorker(env, "rlloop:preprocessImage"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        options_(options),
+        plan_(plan),
+        rgb_data_(rgb.Data()) {
+    rgb_ = Napi::Persistent(rgb);  // alive until the work is done
+  }
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      pixels_ = at::empty({plan_.patches, plan_.patch_dim}, at::kFloat);
+      preprocess_image_into(rgb_data_, options_, plan_, pixels_.data_ptr<float>());
+    } catch (...) {
+      describe_exception(std::current_exception(), error_, code_);
+    }
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!error_.empty()) {
+      Napi::Error error = Napi::Error::New(env, "preprocessImage: " + error_);
+      error.Set("code", Napi::String::New(env, code_));
+      deferred_.Reject(error.Value());
+      return;
+    }
+    auto owner = std::make_unique<at::Tensor>(pixels_);
+    const size_t count = static_cast<size_t>(pixels_.numel());
+    Napi::ArrayBuffer bytes = Napi::ArrayBuffer::New(env, pixels_.data_ptr(), count * sizeof(float),
+                                                     [](Napi::Env, void*, at::Tensor* tensor) { std::unique_ptr<at::Tensor> drop(tensor); },
+                                                     owner.get());
+    owner.release();  // the ArrayBuffer's finalizer owns it now
+    Napi::Object result = Napi::Object::New(env);
+    result.Set("pixelValues", Napi::Float32Array::New(env, count, bytes, 0));
+    result.Set("grid", to_shape_array(env, at::IntArrayRef(plan_.grid.data(), 3)));
+    deferred_.Resolve(result);
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  ImageProcessorOptions options_;
+  ImagePlan plan_;
+  const uint8_t* rgb_data_;
+  Napi::Reference<Napi::Uint8Array> rgb_;
+  at::Tensor pixels_;
+  std::string error_, code_;
+};
+
 Napi::Value PreprocessImage(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
@@ -716,11 +771,11 @@ Napi::Value PreprocessImage(const Napi::CallbackInfo& info) {
     triple("std", options.std);
   }
   return guarded(env, "preprocessImage", [&]() -> Napi::Value {
-    ImagePatches patches = preprocess_image(rgb.Data(), width, height, options);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("pixelValues", to_float32_array(env, patches.pixel_values));
-    out.Set("grid", to_shape_array(env, at::IntArrayRef(patches.grid.data(), 3)));
-    return out;
+    const ImagePlan plan = plan_image(width, height, options);
+    auto* work = new PreprocessWork(env, rgb, options, plan);  // Node-API's idiom: deleted by itself once settled
+    Napi::Promise promise = work->promise();
+    work->Queue();
+    return promise;
   });
 }
 

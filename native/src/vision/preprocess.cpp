@@ -2,6 +2,8 @@
 // arithmetic is kept in the same order so that pixel_values agree to the bit.
 #include "vision/preprocess.h"
 
+#include <c10/util/ParallelGuard.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -71,19 +73,32 @@ std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t facto
   return {h_bar, w_bar};
 }
 
-ImagePatches preprocess_image(const uint8_t* rgb, int64_t width, int64_t height, const ImageProcessorOptions& options) {
+ImagePlan plan_image(int64_t width, int64_t height, const ImageProcessorOptions& options) {
   check_options(options);
-  RLLOOP_CHECK(rgb != nullptr, Invalid, "preprocess_image: rgb is null");
   const auto [h_bar, w_bar] =
       smart_resize(height, width, options.patch_size * options.merge_size, options.min_pixels, options.max_pixels);
+  const Grid grid{1, h_bar / options.patch_size, w_bar / options.patch_size};
+  const int64_t patch_dim = 3 * options.temporal_patch_size * options.patch_size * options.patch_size;
+  return {width, height, h_bar, w_bar, grid, grid[1] * grid[2], patch_dim};
+}
 
+void preprocess_image_into(const uint8_t* rgb, const ImageProcessorOptions& options, const ImagePlan& plan, float* out) {
+  RLLOOP_CHECK(rgb != nullptr && out != nullptr, Invalid, "preprocess_image: rgb or out is null");
+  const c10::ParallelGuard this_thread_only(true);
   // An NCHW view of the caller's HWC bytes; both the resize and the float conversion copy, nothing keeps rgb.
-  at::Tensor image = at::from_blob(const_cast<uint8_t*>(rgb), {1, height, width, 3}, at::kByte).permute({0, 3, 1, 2});
+  at::Tensor image =
+      at::from_blob(const_cast<uint8_t*>(rgb), {1, plan.height, plan.width, 3}, at::kByte).permute({0, 3, 1, 2});
   // torchvision resizes uint8 with the native antialiased bicubic kernel and skips an identity resize.
-  if (h_bar != height || w_bar != width) image = at::_upsample_bicubic2d_aa(image, {h_bar, w_bar}, false);
+  if (plan.h_bar != plan.height || plan.w_bar != plan.width)
+    image = at::_upsample_bicubic2d_aa(image, {plan.h_bar, plan.w_bar}, false);
+  at::from_blob(out, {plan.patches, plan.patch_dim}, at::kFloat).copy_(patchify(normalize(image, options), options));
+}
 
-  const at::Tensor pixels = patchify(normalize(image, options), options);
-  return {pixels.contiguous(), Grid{1, h_bar / options.patch_size, w_bar / options.patch_size}};
+ImagePatches preprocess_image(const uint8_t* rgb, int64_t width, int64_t height, const ImageProcessorOptions& options) {
+  const ImagePlan plan = plan_image(width, height, options);
+  at::Tensor pixels = at::empty({plan.patches, plan.patch_dim}, at::kFloat);
+  preprocess_image_into(rgb, options, plan, pixels.data_ptr<float>());
+  return {pixels, plan.grid};
 }
 
 }  // namespace rlloop

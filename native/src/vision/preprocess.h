@@ -28,7 +28,22 @@ struct ImagePatches {
 std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
                                     int64_t max_pixels);
 
-// rgb: height*width*3 bytes, row-major HWC (what sharp's raw RGB output holds). Not retained after the call.
+// What a frame of width x height becomes: the resized size and the patches' grid and shape. Checks the options
+// and the size (cheap: the caller runs it before handing the work to another thread, so bad input fails at once).
+struct ImagePlan {
+  int64_t width, height;      // the frame's
+  int64_t h_bar, w_bar;       // after smart_resize
+  Grid grid;                  // (1, h_bar / P, w_bar / P)
+  int64_t patches, patch_dim;  // pixel_values' shape
+};
+ImagePlan plan_image(int64_t width, int64_t height, const ImageProcessorOptions& options);
+
+// rgb: height*width*3 bytes, row-major HWC (what sharp's raw RGB output holds), written as pixel_values into out
+// (plan.patches x plan.patch_dim floats). Neither is retained after the call. ATen's loops run on the calling
+// thread only (c10::ParallelGuard): calls from several threads at once do not each start a team of OpenMP threads.
+void preprocess_image_into(const uint8_t* rgb, const ImageProcessorOptions& options, const ImagePlan& plan, float* out);
+
+// plan_image + preprocess_image_into a new tensor.
 ImagePatches preprocess_image(const uint8_t* rgb, int64_t width, int64_t height, const ImageProcessorOptions& options);
 
 }  // namespace rlloop
