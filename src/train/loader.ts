@@ -3,6 +3,7 @@
 // thread). The seed used DataLoader workers for the same purpose.
 import type { Batch, Model, RowInput } from "../native.js";
 import type { Collator } from "./collate.js";
+import { round2 } from "../phase-clock.js";
 import type { SftRow } from "./rows.js";
 
 export interface LoadedBatch<R extends SftRow> {
@@ -12,9 +13,11 @@ export interface LoadedBatch<R extends SftRow> {
   inputs: RowInput[];
 }
 
-/** Time the consumer spent waiting for a batch that was not ready yet (data loading not hidden by compute). */
+/** Time the consumer spent waiting for a batch that was not ready yet (data loading not hidden by compute), and
+ *  where the first batch's preparation went (collating its rows on the JS side, then prepare()'s tensors and upload). */
 export interface DataWait {
   ms: number;
+  first?: { collateS: number; prepareS: number };
 }
 
 /** The batches of a pass; `firstReady` settles when the first one is prepared (or failed: the failure comes with
@@ -34,14 +37,18 @@ export function preparedBatches<R extends SftRow>(
   source: string,
   wait: DataWait = { ms: 0 },
 ): PreparedBatches<R> {
-  const load = async (indices: number[]): Promise<LoadedBatch<R>> => {
+  const load = async (indices: number[], g: number): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
+    const start = performance.now();
     const inputs = await Promise.all(picked.map((r) => collator.row(r, source)));
-    return { rows: picked, indices, inputs, batch: await model.prepare(inputs) };
+    const collated = performance.now();
+    const batch = await model.prepare(inputs);
+    if (g === 0) wait.first = { collateS: round2((collated - start) / 1000), prepareS: round2((performance.now() - collated) / 1000) };
+    return { rows: picked, indices, inputs, batch };
   };
   // A rejected prefetch must not surface as an unhandled rejection while the caller is still busy.
   const prefetch = (g: number): Promise<LoadedBatch<R>> | null => {
-    const pending = g < groups.length ? load(groups[g]!) : null;
+    const pending = g < groups.length ? load(groups[g]!, g) : null;
     pending?.catch(() => undefined);
     return pending;
   };
