@@ -243,6 +243,16 @@ std::vector<at::Tensor> host_copies(const NamedTensorList& tensors) {
 }
 }  // namespace
 
+void reserve_host_copies(const std::vector<int64_t>& bytes) {
+  for (const int64_t n : bytes) {
+    try {
+      at::empty({n}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));  // freed at once: cached for a save
+    } catch (const c10::Error&) {
+      return;  // no page-locked memory left: the saves fall back on their own
+    }
+  }
+}
+
 SafetensorsImage::SafetensorsImage(const NamedTensorList& tensors, const std::map<std::string, std::string>& metadata)
     : host_(host_copies(tensors)) {
   // The header's offsets follow the host copies' sizes, so they and the bytes agree.

@@ -23,6 +23,12 @@ std::string optimizer_sidecar_path(const std::string& path) {
 AdamW::AdamW(std::vector<std::string> keys, std::vector<at::Tensor> params, AdamWOptions options)
     : keys_(std::move(keys)), params_(std::move(params)), options_(options) {
   RLLOOP_CHECK(keys_.size() == params_.size() && !params_.empty(), Internal, "AdamW: keys and params differ or are empty");
+  if (params_.front().is_cuda()) {
+    int64_t bytes = 0;
+    for (const at::Tensor& p : params_) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    // exp_avg and exp_avg_sq (host_state), then the adapter, whose tensors are these params (save_peft_adapter)
+    host_reserved_ = std::async(std::launch::async, reserve_host_copies, std::vector<int64_t>{2 * bytes, bytes});
+  }
 }
 
 void AdamW::ensure_state() {
@@ -92,6 +98,7 @@ double AdamW::step(double lr, double max_grad_norm, const Reducer& all_reduce_me
 }
 
 AdamW::HostState AdamW::host_state() const {
+  if (host_reserved_.valid()) host_reserved_.wait();
   NamedTensorList tensors;
   for (size_t i = 0; i < keys_.size(); ++i) {
     tensors.emplace_back(keys_[i] + ".exp_avg", exp_avg_.empty() ? at::zeros_like(params_[i]) : exp_avg_[i]);

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ class AdamW {
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // allocated lazily (zeros) on the first step
   AdamWOptions options_;
   int64_t step_ = 0;
+  // On a CUDA device: the page-locked buffers of the saves (this state, and the adapter of its params beside it)
+  // pinned on a thread of their own while the training runs (io/safetensors.h reserve_host_copies); a save waits
+  // for it first.
+  std::future<void> host_reserved_;
 
   void ensure_state();
 };
