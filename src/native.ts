@@ -118,6 +118,7 @@ export type Objective =
 export interface BackwardResult {
   loss: number; // the scaled loss
   logp: Float32Array; // B*K, this forward's
+  recomputedLayers: number; // decoder layers whose forward the backward repeated (gradient checkpointing)
   pg?: Float32Array; // B each, ppo
   kl?: Float32Array;
   ratio?: Float32Array;

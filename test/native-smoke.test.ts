@@ -158,6 +158,7 @@ describe("native smoke - training", () => {
     const models = await Promise.all((["off", "on"] as const).map((c) => Model.load(dirA, { device: "cpu", dtype: "float32", checkpointing: c })));
     const rows = textRows([100, 77], 3);
     const grads: NamedTensors[][] = [];
+    const recomputed: number[] = [];
     for (const model of models) {
       model.addAdapter("p", { r: 4, alpha: 8, targetModules: SEED_TARGETS, seed: 7 });
       await model.setAdapterTensors("p", randomAdapterValues(await model.adapterTensors("p"), 11));
@@ -171,8 +172,10 @@ describe("native smoke - training", () => {
         adv: Float32Array.from([1, -0.5]), clip: 0.2, beta: 0.02, scale: 0.5,
       });
       expect(ppo.ratio).toHaveLength(2);
+      recomputed.push(sft.recomputedLayers, ppo.recomputedLayers);
       grads.push([g1, await model.gradients("p")]); // sft, then sft + ppo accumulated
     }
+    expect(recomputed).toEqual([0, 0, models[1]!.info.numLayers, models[1]!.info.numLayers]); // off: none; on: every layer
     expect(maxRelDiff(grads[1]![0]!, grads[0]![0]!)).toBeLessThanOrEqual(1e-5);
     expect(maxRelDiff(grads[1]![1]!, grads[0]![1]!)).toBeLessThanOrEqual(1e-5);
     const someA = Object.entries(grads[0]![0]!).find(([k]) => k.endsWith("lora_A.weight"))![1];

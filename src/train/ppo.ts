@@ -82,6 +82,9 @@ export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets
       tisCap: job.tis_cap,
       onPolicyRows: firstUpdate?.owner.size ?? 0,
       phasesS: setup.laps(), // where the time before the first training step went
+      // what the training steps start from on an accelerator (weights, adapters, vision cache): with the steps'
+      // tokens and recomputed layers, what the activations' memory estimate (docs/native-api.md) is checked against
+      gpuAllocatedGiB: round2(deviceMemoryStats(model.info.device).allocatedBytes / 2 ** 30),
     },
     "ppo start",
   );
@@ -101,6 +104,8 @@ export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets
         kl: mean(last.map((s) => s.kl)),
         seconds: epochRun.seconds,
         dataWaitS: epochRun.dataWaitS,
+        recomputedLayers: epochRun.recomputedLayers,
+        maxTokens: epochRun.maxTokens,
       },
       `ppo epoch ${epoch + 1}`,
     );
@@ -236,13 +241,15 @@ async function ppoEpoch(
   job: TrainJob,
   epoch: number,
   first: FirstUpdateRun | null,
-): Promise<{ steps: PpoStepStats[]; updates: number; seconds: number; dataWaitS: number }> {
+): Promise<{ steps: PpoStepStats[]; updates: number; seconds: number; dataWaitS: number; recomputedLayers: number; maxTokens: number }> {
   const { groups, wait } = data;
   const progress = new Progress(ctx.log, `ppo epoch ${epoch + 1} forward`, groups.length, ctx.rank === 0);
   const steps: PpoStepStats[] = [];
   const start = performance.now();
   let updates = 0;
   let step = 0;
+  let recomputedLayers = 0; // the most any step's backward repeated (checkpointing: memory traded for time)
+  let maxTokens = 0; // the largest batch, padded (B·L)
   for await (const b of data.batches) {
     const { n } = fixed;
     const onPolicy = first?.covers(epoch, step) ?? false;
@@ -259,6 +266,8 @@ async function ppoEpoch(
       ...(weights === null ? {} : { weight: Float32Array.from(b.indices, (i) => weights[i]!) }),
     });
     if (onPolicy) first!.record(b.indices, result.logp);
+    recomputedLayers = Math.max(recomputedLayers, result.recomputedLayers);
+    maxTokens = Math.max(maxTokens, b.batch.B * b.batch.L);
     step++;
     if (step % job.accumulation === 0 || step === groups.length) {
       await optimizer.step({ lr: job.lr, maxGradNorm: MAX_GRAD_NORM });
@@ -268,7 +277,7 @@ async function ppoEpoch(
     steps.push(stepStats(result.pg!, result.kl!, result.ratio!));
     progress.step({ step, loss: result.loss, rows: b.rows.length * ctx.world });
   }
-  return { steps, updates, seconds: secondsSince(start), dataWaitS: round2(wait.ms / 1000) };
+  return { steps, updates, seconds: secondsSince(start), dataWaitS: round2(wait.ms / 1000), recomputedLayers, maxTokens };
 }
 
 function stepStats(pg: Float32Array, kl: Float32Array, ratio: Float32Array): PpoStepStats {

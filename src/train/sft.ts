@@ -54,12 +54,12 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
   for (let epoch = 0; epoch < job.epochs && update < total; epoch++) {
     const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
     for await (const b of preparedBatches(model, collator, rows, batches(order, job.batch), job.data)) {
-      const { loss } = await model.backward(b.batch, { kind: "sft", scale: 1 });
+      const { loss, recomputedLayers } = await model.backward(b.batch, { kind: "sft", scale: 1 });
       const lr = sftLearningRate(job.lr, update, total);
       const { gradNorm } = await optimizer.step({ lr, maxGradNorm: MAX_GRAD_NORM });
       lastLoss = (await meanOverRanks(ctx, Float32Array.of(loss)))[0]!;
       update++;
-      progress.step({ step: update, loss: lastLoss, rows: b.rows.length * ctx.world, lr, gradNorm });
+      progress.step({ step: update, loss: lastLoss, rows: b.rows.length * ctx.world, lr, gradNorm, recomputedLayers });
       if (update >= total) break;
     }
     acc = await check(`epoch ${epoch + 1}`);

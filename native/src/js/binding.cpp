@@ -320,6 +320,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
         Napi::Object o = Napi::Object::New(env);
         o.Set("loss", Napi::Number::New(env, r.loss));
         o.Set("logp", to_float32_array(env, r.logp));
+        o.Set("recomputedLayers", Napi::Number::New(env, static_cast<double>(r.recomputed_layers)));
         if (r.pg.defined()) {
           o.Set("pg", to_float32_array(env, r.pg));
           o.Set("kl", to_float32_array(env, r.kl));

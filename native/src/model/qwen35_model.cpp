@@ -12,6 +12,7 @@
 #include "io/weights.h"
 #include "model/grad_checkpoint.h"
 #include "model/rms_norm.h"
+#include "runtime/pinned_memory.h"
 
 namespace rlloop {
 
@@ -23,6 +24,7 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
       vision_cache_(options.vision_cache_bytes) {
   c10::NoGradGuard no_grad;
   if (device.is_cuda()) {
+    configure_pinned_memory();  // before anything is pinned (uploads, saves)
     const bool tf32 = options.tf32 == Tf32::Auto ? dtype == at::kBFloat16 : options.tf32 == Tf32::On;
     cuda_math_.emplace(CudaMath{tf32, options.attention == Attention::Cudnn});
   }
@@ -133,20 +135,23 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   // Auto on an accelerator: keep as many layers' saved activations as fit between what is allocated now (weights,
   // adapters, optimizer state, gradients, the batch) and the peak target, and recompute the rest (the first ones:
   // their activations would live longest). Target: 76 GiB (issue 5: under 80 GiB, with room for the allocator's
-  // fragments), or the device's memory less 4 GiB on a smaller one. Per token and layer the forward keeps about
-  // 14 hidden-sized and 6 intermediate-sized vectors in the model dtype — measured on one H200 at the 9B shapes,
-  // 16 rows x ~420 tokens, nothing recomputed: 52.1 GiB of activations and backward transients for 32 layers
-  // (bench/gpu/kernel_check.sh) — 20 without the norm kernels (61.6 GiB), 34 with autograd's delta-rule backward
-  // (83.9 GiB); and the delta-rule kernels keep the solve's U and W (float32, 2·H·D a token in the 3 of 4 layers
-  // that are linear attention: 3 more hidden-sized vectors a layer on average at Qwen3.5-9B's shapes).
+  // fragments), or the device's memory less 4 GiB on a smaller one. Per token and layer, a layer's saved
+  // activations and the backward's transients at the peak come to h hidden-sized and 6 intermediate-sized vectors
+  // in the model dtype, measured on one H200 at the 9B shapes with nothing recomputed (peak less what was
+  // allocated before the step, over 32 layers and the batch's padded tokens): with every kernel, 14.2 (53.2 GiB at
+  // 16 rows of 423 tokens, the delta rule's U and W included: bench/RESULTS.md), used as 14.5; the configurations
+  // below are diagnostics, measured on earlier code: without the delta-rule kernels 14 (52.1 GiB), without the norm
+  // kernels 6 more (61.6 GiB, plus U and W's 3 when the delta-rule kernels run), autograd's delta-rule backward 34
+  // (83.9 GiB).
   constexpr double kGiB = 1ull << 30;
   const double total = static_cast<double>(device_memory_bytes_);
   const double peak_target = std::min(76.0 * kGiB, total > 0 ? total - 4.0 * kGiB : 76.0 * kGiB);
   const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes);
   const TextConfig& t = config_.text;
-  const double kept_by_delta_rule = cuda_kernel_enabled("delta_rule") ? 3.0 : 0.0;
-  const double hidden_vectors = !delta_rule_backward_is_manual() ? 34.0
-                                : (cuda_kernel_enabled("norm") ? 14.0 : 20.0) + kept_by_delta_rule;
+  const bool norm_kernels = cuda_kernel_enabled("norm"), delta_rule_kernels = cuda_kernel_enabled("delta_rule");
+  const double hidden_vectors = !delta_rule_backward_is_manual()          ? 34.0
+                                : norm_kernels && delta_rule_kernels      ? 14.5
+                                : (norm_kernels ? 14.0 : 20.0) + (delta_rule_kernels ? 3.0 : 0.0);
   const double per_token_layer = (hidden_vectors * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
   const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
   if (per_layer <= 0) return 0;
@@ -178,6 +183,7 @@ ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& o
   if (options.record_hidden_states) out.hidden_states.push_back(x);
   const bool grad = c10::GradMode::is_enabled();
   const size_t checkpointed = grad ? checkpointed_layers(batch) : 0;
+  out.recomputed_layers = checkpointed;
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<at::Tensor> trainable = grad ? trainable_tensors(i, options.adapter) : std::vector<at::Tensor>{};
     const bool needs_graph = x.requires_grad() || !trainable.empty();

@@ -44,6 +44,7 @@ struct ForwardOptions {
 struct ForwardOutput {
   at::Tensor logits;                       // [B, K, vocab] in the model dtype, at the scored positions
   std::vector<at::Tensor> hidden_states;   // numLayers + 1 entries [B, L, hidden] when recorded
+  size_t recomputed_layers = 0;            // layers whose forward the backward repeats (gradient checkpointing)
 };
 
 class Qwen35Model {

@@ -75,7 +75,13 @@ BackwardResult ModelSession::backward(PreparedBatch& batch, const Objective& obj
   const std::shared_ptr<BackwardTimeline> timeline = BackwardTimeline::begin(model_.device());  // null unless asked
   ForwardOptions options;
   options.adapter = trainable;
-  at::Tensor logp = token_logprobs(model_.forward(batch, options).logits, batch);
+  at::Tensor logp;
+  size_t recomputed_layers = 0;
+  {  // the logits go once their log-probs are taken (the graph keeps what the backward needs)
+    ForwardOutput forward = model_.forward(batch, options);
+    recomputed_layers = forward.recomputed_layers;
+    logp = token_logprobs(forward.logits, batch);
+  }
   ObjectiveResult r = std::holds_alternative<SftObjective>(objective)
                           ? sft_objective(logp, std::get<SftObjective>(objective))
                           : ppo_objective(logp, std::get<PpoObjective>(objective));
@@ -85,6 +91,7 @@ BackwardResult ModelSession::backward(PreparedBatch& batch, const Objective& obj
   if (timeline) timeline->finish();
   BackwardResult out;
   out.loss = r.loss.item<double>();
+  out.recomputed_layers = static_cast<int64_t>(recomputed_layers);
   out.logp = logp.detach().cpu();
   if (r.pg.defined()) {
     out.pg = r.pg.detach().cpu();

@@ -33,6 +33,7 @@ struct BackwardResult {
   double loss = 0;
   at::Tensor logp;            // [B, K] float32 CPU
   at::Tensor pg, kl, ratio;   // [B] float32 CPU (PPO)
+  int64_t recomputed_layers = 0;  // of the forward: how many layers the backward recomputed (checkpointing)
 };
 
 struct InspectResult {
