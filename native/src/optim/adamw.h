@@ -51,8 +51,9 @@ class AdamW {
   AdamWOptions options_;
   int64_t step_ = 0;
   // On a CUDA device: the page-locked buffers of the saves (this state, and the adapter of its params beside it)
-  // pinned on a thread of their own while the training runs (io/safetensors.h reserve_host_copies); a save waits
-  // for it first.
+  // pinned on a thread of their own while the training runs (io/safetensors.h reserve_host_copies; registered
+  // pinning, runtime/pinned_memory.h, keeps the training's launches from waiting on the driver meanwhile); a save
+  // waits for it first.
   std::future<void> host_reserved_;
 
   void ensure_state();
