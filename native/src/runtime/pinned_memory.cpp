@@ -19,7 +19,11 @@ void configure_pinned_memory() {
     };
     if (set("PYTORCH_CUDA_ALLOC_CONF") || set("PYTORCH_ALLOC_CONF")) return;
     // 8 threads: the count libtorch's benchmarks found best (its note at CUDAAllocatorConfig::pinned_max_register_threads)
-    c10::CachingAllocator::setAllocatorSettings("pinned_use_cuda_host_register:True,pinned_num_register_threads:8");
+    try {
+      c10::CachingAllocator::setAllocatorSettings("pinned_use_cuda_host_register:True,pinned_num_register_threads:8");
+    } catch (const c10::Error&) {
+      // a libtorch that no longer knows these keys: its default pinning is slower at first, never wrong
+    }
   });
 #endif
 }
