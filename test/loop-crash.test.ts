@@ -1,8 +1,9 @@
 // Crash safety: the daemon runs as a child process and is SIGKILLed at each phase (RLLOOP_TEST_PAUSE_AT makes it
 // wait at exactly that point), then restarted. Afterwards every rollout is in exactly one committed round or has
-// exactly one recorded rejection, and every adapter was announced exactly once, in round order.
+// exactly one recorded rejection, and every adapter was announced exactly once, in round order, each with one
+// round.published lifecycle event.
 import { afterEach, describe, expect, it } from "vitest";
-import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
+import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RoundEvent } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
 import { PAUSE_PHASES } from "../src/loop/test-hooks.js";
 import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
@@ -17,6 +18,8 @@ const RECOVERY_LOG: Record<string, (l: Record<string, unknown>) => boolean> = {
   training: (l) => l.msg === "using the finished training of the previous run's last attempt" && l.round === 2,
   committed: (l) => l.msg === "marking the committed round's manifest" && l.round === 2,
   publishing: (l) => l.msg === "adapter published" && l.round === 2,
+  // announced before the kill: not again, but the round's lifecycle event is still owed
+  announced: (l) => l.msg === "adapter already announced" && l.round === 2,
 };
 
 describe("loop - crash safety", () => {
@@ -58,6 +61,11 @@ describe("loop - crash safety", () => {
         return list.length === committed ? list : null;
       });
       expect(adapters.map((a) => a.round)).toEqual(Array.from({ length: committed }, (_, i) => i + 1));
+      const published = await waitFor("round.published of the last round", async () => {
+        const list = await eventsOn<RoundEvent>(env!.jsm, subjects(POLICY).round("published"));
+        return list.length >= committed ? list : null;
+      });
+      expect(published.map((e) => e.round)).toEqual(Array.from({ length: committed }, (_, i) => i + 1));
 
       expect(second.lines.some(RECOVERY_LOG[phase]!)).toBe(true);
       second.child.kill("SIGTERM");

@@ -7,7 +7,7 @@ import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { storeFolder } from "./continuation.js";
 import { ADAPTER_FILES } from "./trainer.js";
-import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats, type StoredFolder } from "../contract/index.js";
+import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, RoundEvent, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats, type StoredFolder } from "../contract/index.js";
 
 export interface PublishRequest {
   policy: string;
@@ -28,6 +28,15 @@ export async function lastAnnouncement(jsm: JetStreamManager, policy: string): P
   if (!msg) return null;
   const parsed = AdapterPublished.safeParse(msg.json());
   return { seq: msg.seq, round: parsed.success ? parsed.data.round : 0 };
+}
+
+/** The round of the last `round.published` lifecycle event (0 when none): whether an announced round's event is
+ *  still owed (a daemon killed between the announcement and its event, or a lost reply to the announcement). */
+export async function lastPublishedRoundEvent(jsm: JetStreamManager, policy: string): Promise<number> {
+  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subjects(policy).round("published") });
+  if (!msg) return 0;
+  const parsed = RoundEvent.safeParse(msg.json());
+  return parsed.success ? parsed.data.round : 0;
 }
 
 export interface PublishHooks {

@@ -9,7 +9,7 @@
 import { rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
-import type { FaultKind, PpoStats, RoundOutcome, RoundTrigger } from "../contract/index.js";
+import { adapterName, type FaultKind, type PpoStats, type RoundOutcome, type RoundTrigger } from "../contract/index.js";
 import { sha256, sha256File, writeFileAtomic } from "../files.js";
 import { PhaseClock } from "../phase-clock.js";
 import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./assemble.js";
@@ -24,7 +24,7 @@ import { updated, writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
 import type { Probe } from "./probe.js";
-import { publishAdapter } from "./publish.js";
+import { lastPublishedRoundEvent, publishAdapter } from "./publish.js";
 import { retrying, type RetryOptions } from "./retry.js";
 import { attemptOutDir, roundJob } from "./round-job.js";
 import { withRecentAdapter, withUnpublished, type StateRecord, type StateStore } from "./state.js";
@@ -512,13 +512,27 @@ export class RoundRunner {
     });
     if (result === null) return;
     ctx.metrics.stepSeconds.observe({ step: "publish" }, (performance.now() - started) / 1000);
-    if (!result.published) {
+    if (result.published) {
+      ctx.log.info({ round, name: result.event.name, sha256: result.event.sha256 }, "adapter published");
+      await pausePoint("announced", round, ctx.log);
+    } else {
       ctx.log.info({ round, lastRound: result.lastRound }, "adapter already announced");
-      return;
+      // announced by an earlier attempt whose reply was lost, or by a daemon killed before the round's event:
+      // the event is owed once (a later announcement, or the event already there, owes nothing)
+      const owed = result.lastRound === round && (await this.#lastPublishedEvent()) < round;
+      if (!owed) return;
     }
-    ctx.log.info({ round, name: result.event.name, sha256: result.event.sha256 }, "adapter published");
     if (this.#lastArrival !== null) ctx.metrics.roundLatency.observe((Date.now() - this.#lastArrival) / 1000);
-    await ctx.events.round({ type: "round.published", round, name: result.event.name });
+    await ctx.events.round({ type: "round.published", round, name: adapterName(ctx.policy, round) });
+  }
+
+  /** The last round.published event's round; a failed read counts as none (the event carries a Nats-Msg-Id: a
+   *  second copy within the stream's duplicate window is dropped, so "none" errs on the side of sending it). */
+  async #lastPublishedEvent(): Promise<number> {
+    return lastPublishedRoundEvent(this.ctx.nats.jsm, this.ctx.policy).catch((err: unknown) => {
+      this.ctx.log.warn({ err }, "could not read the last round.published event");
+      return 0;
+    });
   }
 }
 

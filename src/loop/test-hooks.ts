@@ -6,9 +6,10 @@
 //   training    the trainer finished (adapter in adapter.tmp-*), nothing gated or committed
 //   committed   the state record moved in KV, no message acked yet
 //   publishing  the adapter files are in the object store, not yet announced
+//   announced   the adapter is announced, its round.published lifecycle event not yet
 import type { Logger } from "pino";
 
-export const PAUSE_PHASES = ["intake", "assembling", "training", "committed", "publishing"] as const;
+export const PAUSE_PHASES = ["intake", "assembling", "training", "committed", "publishing", "announced"] as const;
 export type PausePhase = (typeof PAUSE_PHASES)[number];
 
 let fired = false;
