@@ -182,6 +182,20 @@ describe("native smoke - training", () => {
     expect(someA.data.some((v) => v !== 0)).toBe(true);
   });
 
+  test("recomputedLayers counts the layers a backward repeated: none under auto on the CPU; under on, only those with a graph", async () => {
+    const auto = await Model.load(dirA, { device: "cpu", dtype: "float32", checkpointing: "auto" });
+    const on = await Model.load(dirA, { device: "cpu", dtype: "float32", checkpointing: "on" });
+    const last = on.info.numLayers - 1;
+    const rows = textRows([40, 33], 3);
+    for (const model of [auto, on]) {
+      // an adapter on the last layer only: the layers before it have no trainable tensor and no gradient to pass
+      model.addAdapter("tail", { r: 2, alpha: 4, targetModules: `model\\.language_model\\.layers\\.${last}\\..*_proj$`, seed: 3 });
+      model.setTrainable("tail");
+    }
+    expect((await auto.backward(await auto.prepare(rows), { kind: "sft", scale: 1 })).recomputedLayers).toBe(0);
+    expect((await on.backward(await on.prepare(rows), { kind: "sft", scale: 1 })).recomputedLayers).toBe(1);
+  });
+
   test("saveAdapter writes the PEFT layout; loadAdapter gives back the same tensors and log-probs", async () => {
     const model = await Model.load(dirA, { device: "cpu", dtype: "float32" });
     model.addAdapter("x", { r: 2, alpha: 6, targetModules: SEED_TARGETS, seed: 3 });

@@ -33,8 +33,12 @@ describe("train ppo - against the Python reference", () => {
 
   it("a full round from a seed round (its optimizer.pt imported) equals the reference's: updates, moments, stats.json", async () => {
     const start = join(fx, "seed-round");
-    await rlloopTrain(["ppo", ...args(start, join(work, "rl1")), "--seed", "0"]);
+    const log = await rlloopTrain(["ppo", ...args(start, join(work, "rl1")), "--seed", "0"], "info");
     await reference("ppo", args(start, join(work, "py1")), 8, 2, 0, work);
+    // where the memory goes: nothing recomputed on the CPU (auto), batches of 2 padded rows, no accelerator memory
+    const epochs = log.filter((l) => typeof l.msg === "string" && /^ppo epoch \d$/.test(l.msg));
+    expect(epochs.map((l) => [l.recomputedLayers, Number(l.maxTokens) > 0 && Number(l.maxTokens) % 2 === 0])).toEqual([[0, true], [0, true]]);
+    expect(log.find((l) => l.msg === "ppo start")?.gpuAllocatedGiB).toBe(0);
     figure("ppo round 1: LoRA update vs reference, worst tensor", await expectSameUpdates(start, join(work, "rl1"), join(work, "py1"), 1e-3), 1e-3);
     figure("ppo round 1: AdamW moments vs reference, worst tensor", await expectSameMoments(join(work, "rl1"), join(work, "py1"), 1e-3), 1e-3);
     const [rl, py] = [await stats(join(work, "rl1")), await stats(join(work, "py1"))];

@@ -24,12 +24,14 @@ export async function scratch(): Promise<string> {
 }
 
 /** `rlloop train ...` on CPU in fp32; throws with stderr on failure. */
-export async function rlloopTrain(args: string[]): Promise<void> {
+/** Runs `rlloop train` on the CPU in float32; returns its log lines (JSON) at `logLevel`. */
+export async function rlloopTrain(args: string[], logLevel = "warn"): Promise<Record<string, unknown>[]> {
   const cli = join(ROOT, "test", "helpers", "train-cli.ts");
-  await execa(process.execPath, ["--import", "tsx", cli, "train", ...args, "--device", "cpu", "--dtype", "float32"], {
+  const { stdout } = await execa(process.execPath, ["--import", "tsx", cli, "train", ...args, "--device", "cpu", "--dtype", "float32"], {
     cwd: ROOT,
-    env: { RLLOOP_LOG_LEVEL: "warn" },
+    env: { RLLOOP_LOG_LEVEL: logLevel },
   });
+  return stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** The reference with rlloop's row order for one rank (seededPermutation per epoch), written to a file. */

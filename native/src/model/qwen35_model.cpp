@@ -138,19 +138,22 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   // fragments), or the device's memory less 4 GiB on a smaller one. Per token and layer, a layer's saved
   // activations and the backward's transients at the peak come to h hidden-sized and 6 intermediate-sized vectors
   // in the model dtype, measured on one H200 at the 9B shapes with nothing recomputed (peak less what was
-  // allocated before the step, over 32 layers and the batch's padded tokens): with every kernel, 14.2 (53.2 GiB at
-  // 16 rows of 423 tokens, the delta rule's U and W included: bench/RESULTS.md), used as 14.5; the configurations
-  // below are diagnostics, measured on earlier code: without the delta-rule kernels 14 (52.1 GiB), without the norm
-  // kernels 6 more (61.6 GiB, plus U and W's 3 when the delta-rule kernels run), autograd's delta-rule backward 34
-  // (83.9 GiB).
+  // allocated before the steps, over 32 layers and the batch's padded tokens): with every kernel, 14.2-14.5 in four
+  // runs (53.2-53.5 GiB at 16 rows of 423 tokens, the delta rule's U and W included; the range is whether the peak
+  // came before the optimizer state existed: bench/RESULTS.md), used as 15; the configurations below are
+  // diagnostics, measured on earlier code: without the delta-rule kernels 14 (52.1 GiB), without the norm kernels
+  // 6 more (61.6 GiB, plus U and W's 3 when the delta-rule kernels run), autograd's delta-rule backward 34
+  // (83.9 GiB). Apart from the layers, the head: about 14 bytes a scored logit (the logits in the model dtype,
+  // their float32 log-softmax kept for the backward, its gradient), B·K·vocab of them.
   constexpr double kGiB = 1ull << 30;
   const double total = static_cast<double>(device_memory_bytes_);
   const double peak_target = std::min(76.0 * kGiB, total > 0 ? total - 4.0 * kGiB : 76.0 * kGiB);
-  const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes);
   const TextConfig& t = config_.text;
+  const double head = 14.0 * static_cast<double>(batch.B * batch.K) * static_cast<double>(t.vocab_size);
+  const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes) - head;
   const bool norm_kernels = cuda_kernel_enabled("norm"), delta_rule_kernels = cuda_kernel_enabled("delta_rule");
   const double hidden_vectors = !delta_rule_backward_is_manual()          ? 34.0
-                                : norm_kernels && delta_rule_kernels      ? 14.5
+                                : norm_kernels && delta_rule_kernels      ? 15.0
                                 : (norm_kernels ? 14.0 : 20.0) + (delta_rule_kernels ? 3.0 : 0.0);
   const double per_token_layer = (hidden_vectors * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
   const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
@@ -183,11 +186,12 @@ ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& o
   if (options.record_hidden_states) out.hidden_states.push_back(x);
   const bool grad = c10::GradMode::is_enabled();
   const size_t checkpointed = grad ? checkpointed_layers(batch) : 0;
-  out.recomputed_layers = checkpointed;
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<at::Tensor> trainable = grad ? trainable_tensors(i, options.adapter) : std::vector<at::Tensor>{};
     const bool needs_graph = x.requires_grad() || !trainable.empty();
-    x = i < checkpointed && needs_graph ? checkpointed_layer_forward(*layers_[i], x, in, trainable) : layers_[i]->forward(x, in);
+    const bool recompute = i < checkpointed && needs_graph;
+    out.recomputed_layers += recompute ? 1 : 0;
+    x = recompute ? checkpointed_layer_forward(*layers_[i], x, in, trainable) : layers_[i]->forward(x, in);
     // transformers' output_hidden_states: the last entry is after the final norm, not the raw last layer.
     if (options.record_hidden_states && i + 1 < layers_.size()) out.hidden_states.push_back(x);
   }

@@ -9,9 +9,11 @@
 
 namespace rlloop {
 
-// Once per process, before the first CUDA model loads: registered pinning on 8 threads, unless the user configured
-// libtorch's allocators (PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF set), whose settings are left as they are.
-// A no-op in a CPU build.
+// Once per process, before the first CUDA model loads: registered pinning on 8 threads (libtorch keeps a pool of
+// 128 register threads for it, idle between allocations), unless the user configured libtorch's allocators
+// (PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF set), whose settings are left as they are; a host where a first
+// registered block cannot be pinned keeps libtorch's default. Every pinned block takes this path: a batch's
+// upload too (runtime/device_upload.h). A no-op in a CPU build.
 void configure_pinned_memory();
 
 }  // namespace rlloop

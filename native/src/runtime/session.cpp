@@ -77,7 +77,7 @@ BackwardResult ModelSession::backward(PreparedBatch& batch, const Objective& obj
   options.adapter = trainable;
   at::Tensor logp;
   size_t recomputed_layers = 0;
-  {  // the logits go once their log-probs are taken (the graph keeps what the backward needs)
+  {  // the forward's output read for its log-probs and count, then dropped (the graph keeps what the backward needs)
     ForwardOutput forward = model_.forward(batch, options);
     recomputed_layers = forward.recomputed_layers;
     logp = token_logprobs(forward.logits, batch);
