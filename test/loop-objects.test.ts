@@ -1,18 +1,22 @@
 // A round's folder into the object store (src/loop/continuation.ts storeFolder), against a real nats-server: the
 // sha256 a stored folder records is the object's content in every path — a new object (hashed while put), an
 // unchanged one (hashed, not put again), a local file that changed (put again), and a committed record vouching for
-// an object (neither hashed nor put) — and fetchFolder verifies what it downloads against those digests.
+// an object (neither hashed nor put) — and fetchFolder verifies what it downloads against those digests. A put that
+// failed after its metadata landed (the client then purges its chunks) is put again by the retry, not trusted.
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fetchFolder, storeFolder } from "../src/loop/continuation.js";
 import { objectStores } from "../src/loop/object-stores.js";
 import { sha256, sha256File } from "../src/files.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
+
+const BUCKET = "rlloop-test-objects";
 
 describe("loop - a folder into the object store", () => {
   let server: NatsServer;
@@ -23,7 +27,7 @@ describe("loop - a folder into the object store", () => {
   beforeAll(async () => {
     server = await startNatsServer();
     nc = await connect({ servers: server.url });
-    store = await objectStores(nc).create("rlloop-test-objects");
+    store = await objectStores(nc).create(BUCKET);
     dir = await mkdtemp(join(tmpdir(), "rlloop-objects-"));
   });
   afterAll(async () => {
@@ -73,4 +77,56 @@ describe("loop - a folder into the object store", () => {
     await fetchFolder(store, third, into);
     expect((await readFile(join(into, "weights.bin"))).equals(big)).toBe(true);
   });
+
+  /** The store, except that its first put fails as the client fails when the reply to the metadata's publish is lost
+   *  after it landed: the chunks it put are purged, the metadata stays, the put rejects. `deleteFails`: and the first
+   *  delete fails too (NATS away). */
+  async function losingFirstReply(deleteFails: boolean): Promise<ObjectStore> {
+    const jsm = await jetstreamManager(nc);
+    let putFails = true;
+    return Object.create(store, {
+      put: {
+        value: async (...args: Parameters<ObjectStore["put"]>) => {
+          const info = await store.put(...args);
+          if (!putFails) return info;
+          putFails = false;
+          await jsm.streams.purge(`OBJ_${BUCKET}`, { filter: `$O.${BUCKET}.C.${info.nuid}` });
+          throw new Error("TIMEOUT (simulated: the metadata landed, its reply did not)");
+        },
+      },
+      delete: {
+        value: async (name: string) => {
+          if (deleteFails) {
+            deleteFails = false;
+            throw new Error("simulated: NATS away");
+          }
+          return store.delete(name);
+        },
+      },
+    }) as ObjectStore;
+  }
+
+  for (const deleteFails of [false, true]) {
+    it(`a put that failed after its metadata landed is put again by the retry${deleteFails ? ", even when deleting what it left failed" : ""}`, async () => {
+      const src = join(dir, `lost-reply-${deleteFails}`);
+      await mkdir(src, { recursive: true });
+      const data = randomBytes(1024 * 1024 + 3);
+      await writeFile(join(src, "weights.bin"), data);
+      const flaky = await losingFirstReply(deleteFails);
+      const prefix = `p/lost-${deleteFails}`;
+
+      await expect(storeFolder(flaky, src, prefix, ["weights.bin"])).rejects.toThrow(/simulated/);
+      const left = await store.info(`${prefix}/weights.bin`);
+      // an object whose metadata names this file over no data: gone, or (its delete failed) not trusted below
+      if (!deleteFails) expect(left === null || left.deleted).toBe(true);
+      else expect(left?.digest).toBeTruthy();
+
+      const stored = await storeFolder(flaky, src, prefix, ["weights.bin"]);
+      expect(stored.files).toEqual([{ name: "weights.bin", sha256: sha256(data), size: data.length }]);
+      expect((await store.info(`${prefix}/weights.bin`))?.nuid).not.toBe(left?.nuid); // put again, not skipped
+      const into = join(dir, `fetched-lost-${deleteFails}`);
+      await fetchFolder(store, stored, into);
+      expect((await readFile(join(into, "weights.bin"))).equals(data)).toBe(true);
+    });
+  }
 });

@@ -11,7 +11,7 @@ import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import type { ObjectStore } from "@nats-io/obj";
+import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import type { Logger } from "pino";
 import { ADAPTER_BUCKET, adapterObjectPrefix, decodeWithNonFinite, encodeWithNonFinite, parseManifest, referenceObjectPrefix, type StoredFolder } from "../contract/index.js";
 import { sha256File } from "../files.js";
@@ -56,15 +56,41 @@ async function storeFile(store: ObjectStore, path: string, object: string, vouch
   const info = await stat(path).catch(() => null);
   if (!info?.isFile()) return null;
   const existing = await store.info(object);
-  if (existing && !existing.deleted && existing.size === info.size) {
+  if (existing && !existing.deleted && existing.size === info.size && !failedPuts(store).has(object)) {
     const stored = digestHex(existing.digest);
     if (vouched && vouched.size === info.size && vouched.sha256 === stored) return { sha256: stored, size: info.size };
     const sha256 = await sha256File(path);
     if (sha256 === stored) return { sha256, size: info.size };
   }
-  const put = await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>);
+  const put = await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>)
+    .catch(async (err: unknown) => {
+      await forgetFailedPut(store, object, existing);
+      throw err;
+    });
+  failedPuts(store).delete(object);
   const sha256 = digestHex(put.digest);
   return sha256 === "" ? { sha256: await sha256File(path), size: info.size } : { sha256, size: put.size };
+}
+
+/** Objects of a store whose last put in this process failed: their metadata is not trusted until a put succeeds. */
+const failedPutsOf = new WeakMap<ObjectStore, Set<string>>();
+function failedPuts(store: ObjectStore): Set<string> {
+  let set = failedPutsOf.get(store);
+  if (!set) failedPutsOf.set(store, (set = new Set()));
+  return set;
+}
+
+/**
+ * A put can fail after its metadata landed (the reply to that last publish lost: a leader change, a timeout), and
+ * the client then purges the chunks it had put: the metadata names this file's digest over no data. A retry that
+ * trusted the digest would skip the put and commit an object nobody can read, so the object is deleted here when
+ * its metadata is not the one before the put (an object the failed put never replaced stays), and until a put of it
+ * succeeds its metadata is not trusted (the delete itself can fail while NATS is away).
+ */
+async function forgetFailedPut(store: ObjectStore, object: string, before: ObjectInfo | null): Promise<void> {
+  failedPuts(store).add(object);
+  const now = await store.info(object).catch(() => null);
+  if (now && !now.deleted && now.nuid !== before?.nuid) await store.delete(object).catch(() => undefined);
 }
 
 /** Makes `dir` hold the stored files (verified by sha256; an identical folder is kept); written whole or not at all. */
