@@ -12,6 +12,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fetchFolder, storeFolder } from "../src/loop/continuation.js";
+import { downloadObject } from "../src/loop/object-download.js";
 import { objectStores } from "../src/loop/object-stores.js";
 import { sha256, sha256File } from "../src/files.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
@@ -105,6 +106,15 @@ describe("loop - a folder into the object store", () => {
       },
     }) as ObjectStore;
   }
+
+  it("a download of an object whose chunks are gone fails after its stall time instead of waiting for ever", async () => {
+    const data = randomBytes(200_000);
+    const info = await store.putBlob({ name: "p/chunkless.bin" }, data);
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.purge(`OBJ_${BUCKET}`, { filter: `$O.${BUCKET}.C.${info.nuid}` });
+    await expect(downloadObject(store, { object: "p/chunkless.bin", sha256: sha256(data), size: data.length }, join(dir, "chunkless.bin"), 500))
+      .rejects.toThrow(/no data for 0.5 s after 0 of 200000 bytes/);
+  });
 
   for (const deleteFails of [false, true]) {
     it(`a put that failed after its metadata landed is put again by the retry${deleteFails ? ", even when deleting what it left failed" : ""}`, async () => {

@@ -5,6 +5,19 @@ import { createHash } from "node:crypto";
 import { open } from "node:fs/promises";
 import type { ObjectStore } from "@nats-io/obj";
 
+const STALLED = Symbol("stalled");
+
+/** The reader's next chunk, or STALLED when none comes within `ms`. */
+async function nextChunk(reader: ReadableStreamDefaultReader<Uint8Array>, ms: number): Promise<ReadableStreamReadResult<Uint8Array> | typeof STALLED> {
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<typeof STALLED>((resolve) => (timer = setTimeout(() => resolve(STALLED), ms)));
+  try {
+    return await Promise.race([reader.read(), stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The object is missing, or differs from what was recorded of it: retrying will not change that. */
 export class ObjectIntegrityError extends Error {
   override name = "ObjectIntegrityError";
@@ -16,21 +29,39 @@ export interface RecordedObject {
   size: number;
 }
 
-/** Writes `file.object` to `target` (fsynced); an ObjectIntegrityError when it is missing or not as recorded. */
-export async function downloadObject(store: ObjectStore, file: RecordedObject, target: string): Promise<void> {
+/** How long a download may go without receiving a chunk before it gives up (a chunk is up to the server's
+ *  max_payload: 64 MiB at most, over a minute only on a link slower than ~0.5 MB/s). */
+export const DOWNLOAD_STALL_MS = 120_000;
+
+/** Writes `file.object` to `target` (fsynced); an ObjectIntegrityError when it is missing or not as recorded. An
+ *  object whose data does not come (its chunks missing: the client waits for them forever) fails after `stallMs`
+ *  without a chunk, with an ordinary error: the caller's retry decides. */
+export async function downloadObject(store: ObjectStore, file: RecordedObject, target: string, stallMs = DOWNLOAD_STALL_MS): Promise<void> {
   const result = await store.get(file.object);
   if (result === null) throw new ObjectIntegrityError(`object ${file.object} not found in bucket`);
   const hash = createHash("sha256");
   const handle = await open(target, "w");
+  const reader = result.data.getReader();
   let size = 0;
   try {
-    for await (const chunk of result.data) {
-      hash.update(chunk);
-      size += chunk.byteLength;
-      await handle.write(chunk);
+    for (;;) {
+      const next = await nextChunk(reader, stallMs);
+      if (next === STALLED) {
+        await reader.cancel().catch(() => undefined); // stops the client's consumer
+        throw new Error(`object ${file.object}: no data for ${stallMs / 1000} s after ${size} of ${file.size} bytes (its chunks missing, or the server unreachable)`);
+      }
+      if (next.done) break;
+      hash.update(next.value);
+      size += next.value.byteLength;
+      await handle.write(next.value);
     }
     await handle.sync();
   } finally {
+    try {
+      reader.releaseLock();
+    } catch {
+      // a read still pending (a stream that errored): the stream is done with either way
+    }
     await handle.close();
   }
   const storeError = await result.error;
