@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { pino } from "pino";
 import { setSha256Backend } from "@nats-io/obj";
 import { openAdapterBucket } from "../src/loop/buckets.js";
@@ -26,6 +27,7 @@ await import("node:fs/promises").then((fs) => fs.mkdir(folder));
 writeFileSync(join(folder, "adapter_model.safetensors"), randomBytes(mb * 1024 * 1024));
 const server = await startOwnServer(parseConfig({ workDir: join(dir, "server") }), pino({ level: "warn" }));
 const nc = await connect({ servers: server.url });
+const jsm = await jetstreamManager(nc);
 try {
   const store = await openAdapterBucket(nc, { replicas: 1 });
   console.log(JSON.stringify({ server: nc.info?.version, maxPayload: nc.info?.max_payload, mb }));
@@ -37,7 +39,7 @@ try {
     const baselineS = (performance.now() - t0) / 1000;
     setSha256Backend("native"); // as src/loop/object-stores.ts sets it
     const t1 = performance.now();
-    await storeFolder(store, folder, `daemon/${i}`, ["adapter_model.safetensors"]);
+    await storeFolder(store, jsm, folder, `daemon/${i}`, ["adapter_model.safetensors"]);
     const daemonS = (performance.now() - t1) / 1000;
     ratios.push(baselineS / daemonS);
     console.log(JSON.stringify({ run: i + 1, baselineS: +baselineS.toFixed(2), storeFolderS: +daemonS.toFixed(2), speedup: +(baselineS / daemonS).toFixed(2) }));

@@ -11,6 +11,7 @@ import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import type { Logger } from "pino";
 import { ADAPTER_BUCKET, adapterObjectPrefix, decodeWithNonFinite, encodeWithNonFinite, parseManifest, referenceObjectPrefix, type StoredFolder } from "../contract/index.js";
@@ -18,6 +19,7 @@ import { sha256File } from "../files.js";
 import { readManifest, writeManifest, type Manifest } from "./manifest.js";
 import { policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
 import { downloadObject } from "./object-download.js";
+import { chunksPresent, purgeChunks } from "./object-stores.js";
 import type { StateRecord } from "./state.js";
 
 /** Files of an adapter folder a round continues from, those present: the PEFT adapter, rlloop's optimizer state and
@@ -32,15 +34,16 @@ const MANIFEST_OBJECT = "manifest.json";
  *  state (bench/object-upload.ts measures the upload; the hash is the other half, object-stores.ts). */
 const CHUNK_BYTES = 64 * 1024 * 1024;
 
-/** Puts the folder's files under `prefix` (an object already holding the same bytes is left as it is), all files at
- *  once: one file's hashing overlaps another's upload. `known`: what a committed record says these objects hold
- *  (publish.ts): an object whose digest and size agree with it is not hashed again. */
+/** Puts the folder's files under `prefix` (an object already holding the same bytes, data included, is left as it
+ *  is), all files at once: one file's hashing overlaps another's upload. `known`: what a committed record says these
+ *  objects hold (publish.ts): an object whose digest and size agree with it is not hashed again. `jsm`: the store's
+ *  connection's, for its chunks (object-stores.ts). */
 export async function storeFolder(
-  store: ObjectStore, dir: string, prefix: string, names: readonly string[] = CONTINUATION_FILES, known?: StoredFolder,
+  store: ObjectStore, jsm: JetStreamManager, dir: string, prefix: string, names: readonly string[] = CONTINUATION_FILES, known?: StoredFolder,
 ): Promise<StoredFolder> {
   const vouched = (name: string) => (known?.prefix === prefix ? known.files.find((f) => f.name === name) : undefined);
   // settled, not all: a retry of this step must not start while a put of the failed attempt is still in flight
-  const settled = await Promise.allSettled(names.map((name) => storeFile(store, join(dir, name), `${prefix}/${name}`, vouched(name))));
+  const settled = await Promise.allSettled(names.map((name) => storeFile(store, jsm, join(dir, name), `${prefix}/${name}`, vouched(name))));
   const failed = settled.find((s) => s.status === "rejected");
   if (failed) throw failed.reason;
   const files = names.flatMap((name, i) => {
@@ -52,11 +55,11 @@ export async function storeFolder(
 
 /** One file as an object; null when the file is absent. The file is read once when the object is new (a round's
  *  own prefix, the usual case): its sha256 is then the digest the client computed of the bytes it put. */
-async function storeFile(store: ObjectStore, path: string, object: string, vouched?: { sha256: string; size: number }): Promise<{ sha256: string; size: number } | null> {
+async function storeFile(store: ObjectStore, jsm: JetStreamManager, path: string, object: string, vouched?: { sha256: string; size: number }): Promise<{ sha256: string; size: number } | null> {
   const info = await stat(path).catch(() => null);
   if (!info?.isFile()) return null;
   const existing = await store.info(object);
-  if (existing && !existing.deleted && existing.size === info.size && !failedPuts(store).has(object)) {
+  if (existing && !existing.deleted && existing.size === info.size && (await chunksPresent(jsm, existing))) {
     const stored = digestHex(existing.digest);
     if (vouched && vouched.size === info.size && vouched.sha256 === stored) return { sha256: stored, size: info.size };
     const sha256 = await sha256File(path);
@@ -64,33 +67,25 @@ async function storeFile(store: ObjectStore, path: string, object: string, vouch
   }
   const put = await store.put({ name: object, options: { max_chunk_size: CHUNK_BYTES } }, Readable.toWeb(createReadStream(path)) as ReadableStream<Uint8Array>)
     .catch(async (err: unknown) => {
-      await forgetFailedPut(store, object, existing);
+      await forgetFailedPut(store, jsm, object, existing);
       throw err;
     });
-  failedPuts(store).delete(object);
   const sha256 = digestHex(put.digest);
   return sha256 === "" ? { sha256: await sha256File(path), size: info.size } : { sha256, size: put.size };
 }
 
-/** Objects of a store whose last put in this process failed: their metadata is not trusted until a put succeeds. */
-const failedPutsOf = new WeakMap<ObjectStore, Set<string>>();
-function failedPuts(store: ObjectStore): Set<string> {
-  let set = failedPutsOf.get(store);
-  if (!set) failedPutsOf.set(store, (set = new Set()));
-  return set;
-}
-
 /**
  * A put can fail after its metadata landed (the reply to that last publish lost: a leader change, a timeout), and
- * the client then purges the chunks it had put: the metadata names this file's digest over no data. A retry that
- * trusted the digest would skip the put and commit an object nobody can read, so the object is deleted here when
- * its metadata is not the one before the put (an object the failed put never replaced stays), and until a put of it
- * succeeds its metadata is not trusted (the delete itself can fail while NATS is away).
+ * the client then purges the chunks it had put: the metadata names this file's digest over no data. storeFile
+ * never trusts such an object (its chunks are checked, so a later process does not either); here it is deleted,
+ * and the chunks of the object it replaced, which nothing names any more, purged. An object whose chunks are there
+ * (the failed put replaced nothing, or another daemon's put did since) stays.
  */
-async function forgetFailedPut(store: ObjectStore, object: string, before: ObjectInfo | null): Promise<void> {
-  failedPuts(store).add(object);
+async function forgetFailedPut(store: ObjectStore, jsm: JetStreamManager, object: string, before: ObjectInfo | null): Promise<void> {
   const now = await store.info(object).catch(() => null);
-  if (now && !now.deleted && now.nuid !== before?.nuid) await store.delete(object).catch(() => undefined);
+  if (!now || now.deleted || now.nuid === before?.nuid || (await chunksPresent(jsm, now).catch(() => true))) return;
+  await store.delete(object).catch(() => undefined);
+  if (before && !before.deleted) await purgeChunks(jsm, before).catch(() => undefined);
 }
 
 /** Makes `dir` hold the stored files (verified by sha256; an identical folder is kept); written whole or not at all. */
@@ -111,12 +106,12 @@ export async function fetchFolder(store: ObjectStore, stored: StoredFolder, dir:
 
 /** Objects for the next state record: the adapter's continuation (uploaded when the record does not name it yet, or
  *  it is a new adapter) and the reference's (once). */
-export async function storeContinuation(store: ObjectStore, next: StateRecord, prev: StateRecord): Promise<StateRecord> {
+export async function storeContinuation(store: ObjectStore, jsm: JetStreamManager, next: StateRecord, prev: StateRecord): Promise<StateRecord> {
   const moved = next.adapter.round !== prev.adapter.round || next.adapter.sha256 !== prev.adapter.sha256;
   const adapterObjects = !moved && prev.adapter.objects ? prev.adapter.objects
-    : await storeFolder(store, next.adapter.path, adapterObjectPrefix(next.policy, next.adapter.round));
+    : await storeFolder(store, jsm, next.adapter.path, adapterObjectPrefix(next.policy, next.adapter.round));
   const referenceObjects = prev.reference.objects
-    ?? await storeFolder(store, next.reference.path, referenceObjectPrefix(next.policy), REFERENCE_FILES);
+    ?? await storeFolder(store, jsm, next.reference.path, referenceObjectPrefix(next.policy), REFERENCE_FILES);
   // the lineage entry of the adapter names the same objects: a rollback to it continues them (rollback.ts)
   const lineage = next.lineage.map((e) => (e.round === next.adapter.round ? { ...e, objects: adapterObjects } : e));
   return { ...next, adapter: { ...next.adapter, objects: adapterObjects }, reference: { ...next.reference, objects: referenceObjects }, lineage };

@@ -39,15 +39,17 @@ export const DOWNLOAD_STALL_MS = 120_000;
 export async function downloadObject(store: ObjectStore, file: RecordedObject, target: string, stallMs = DOWNLOAD_STALL_MS): Promise<void> {
   const result = await store.get(file.object);
   if (result === null) throw new ObjectIntegrityError(`object ${file.object} not found in bucket`);
+  // read below once the data ended; handled from the start (a download given up early never reads it)
+  const storeError = result.error.then(() => null, (err: Error) => err);
   const hash = createHash("sha256");
   const handle = await open(target, "w");
   const reader = result.data.getReader();
   let size = 0;
+  let ended = false;
   try {
     for (;;) {
       const next = await nextChunk(reader, stallMs);
       if (next === STALLED) {
-        await reader.cancel().catch(() => undefined); // stops the client's consumer
         throw new Error(`object ${file.object}: no data for ${stallMs / 1000} s after ${size} of ${file.size} bytes (its chunks missing, or the server unreachable)`);
       }
       if (next.done) break;
@@ -55,17 +57,16 @@ export async function downloadObject(store: ObjectStore, file: RecordedObject, t
       size += next.value.byteLength;
       await handle.write(next.value);
     }
+    ended = true;
     await handle.sync();
   } finally {
-    try {
-      reader.releaseLock();
-    } catch {
-      // a read still pending (a stream that errored): the stream is done with either way
-    }
+    // given up early (a stall, a failed write): the client's consumer stops instead of filling a stream nobody reads
+    if (!ended) await reader.cancel().catch(() => undefined);
+    reader.releaseLock();
     await handle.close();
   }
-  const storeError = await result.error;
-  if (storeError) throw new ObjectIntegrityError(`object ${file.object}: ${storeError.message}`, { cause: storeError });
+  const error = await storeError;
+  if (error) throw new ObjectIntegrityError(`object ${file.object}: ${error.message}`, { cause: error });
   const digest = hash.digest("hex");
   if (digest !== file.sha256) throw new ObjectIntegrityError(`object ${file.object}: sha256 ${digest} differs from the recorded ${file.sha256}`);
   if (size !== file.size) throw new ObjectIntegrityError(`object ${file.object}: ${size} bytes, recorded ${file.size}`);

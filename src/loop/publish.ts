@@ -51,7 +51,7 @@ export async function publishAdapter(
   if (last && last.round >= req.round) return { published: false, lastRound: last.round };
   const prefix = adapterObjectPrefix(req.policy, req.round);
   // the files were stored before the commit (continuation.ts): objects holding the same bytes are not put again
-  const stored = await storeFolder(store, req.adapterDir, prefix, ADAPTER_FILES, req.stored);
+  const stored = await storeFolder(store, nats.jsm, req.adapterDir, prefix, ADAPTER_FILES, req.stored);
   if (stored.files.length !== ADAPTER_FILES.length) throw new Error(`round ${req.round}: ${req.adapterDir} lacks ${ADAPTER_FILES.filter((n) => !stored.files.some((f) => f.name === n)).join(", ")}`);
   const files = stored.files.map((f) => ({ name: f.name, object: `${prefix}/${f.name}`, sha256: f.sha256, size: f.size }));
   await hooks.afterPut?.();

@@ -130,7 +130,7 @@ export class RoundRunner {
     // the lease is held: a daemon that froze past the TTL must not overwrite the objects its successor committed
     const next = await retrying(async () => {
       await this.deps.lease?.assertHeld();
-      const record = await storeContinuation(this.deps.adapters, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
+      const record = await storeContinuation(this.deps.adapters, ctx.nats.jsm, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
       await storeManifest(this.deps.adapters, committed);
       return record;
     }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isLeaseError });
@@ -210,7 +210,7 @@ export class RoundRunner {
     // NATS or the disk failing meanwhile is retried; only what cannot be done as asked ends the request
     const target = await retrying(() => targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log),
       { what: `rollback target round ${to}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isRollbackRefused });
-    const next = await retrying(async () => storeContinuation(this.deps.adapters, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }), prev),
+    const next = await retrying(async () => storeContinuation(this.deps.adapters, ctx.nats.jsm, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }), prev),
       { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isRollbackRefused });
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
