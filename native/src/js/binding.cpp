@@ -129,8 +129,13 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   explicit ModelWrap(const Napi::CallbackInfo& info)
       : Napi::ObjectWrap<ModelWrap>(info) {
     require_internal(info, "NativeModel", "Model.load()");
-    runner = std::make_unique<AsyncRunner>(info.Env());
-    prepare_runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);
+    // Only a JS error may leave an ObjectWrap's constructor: node-addon-api unwinds a failed construction for
+    // those, while any other exception crossed into V8 with the half-built wrapper registered (a crash at the next
+    // GC: a misspelt RLLOOP_PROFILE_WINDOWS, read by the runner's profiler here, segfaulted the process).
+    guarded(info.Env(), "Model.load", [&] {
+      runner = std::make_unique<AsyncRunner>(info.Env());
+      prepare_runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);
+    });
   }
 
   // loadModel(dir, {device, dtype, checkpointing?, visionCacheBytes?, tf32?, attention?}): Promise<NativeModel>
@@ -498,7 +503,10 @@ class GroupWrap : public Napi::ObjectWrap<GroupWrap> {
 
   explicit GroupWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<GroupWrap>(info) {
     require_internal(info, "NativeProcessGroup", "ProcessGroup.init()");
-    runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);  // profiling counts a model's compute worker only
+    // (a JS error only, as in ModelWrap's: a thread that cannot start)
+    guarded(info.Env(), "ProcessGroup.init", [&] {
+      runner = std::make_unique<AsyncRunner>(info.Env(), /*profiled=*/false);  // profiling counts a model's compute worker only
+    });
   }
 
   static Napi::Value Init(const Napi::CallbackInfo& info) {
