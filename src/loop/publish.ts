@@ -5,6 +5,7 @@
 // it already announces this round or a later one, nothing is published.
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
+import type { z } from "zod";
 import { storeFolder } from "./continuation.js";
 import { ADAPTER_FILES } from "./trainer.js";
 import { ADAPTER_BUCKET, AdapterPublished, encodeWithNonFinite, EVENT_STREAM, RoundEvent, adapterName, adapterObjectPrefix, msgIds, subjects, type PpoStats, type StoredFolder } from "../contract/index.js";
@@ -22,21 +23,23 @@ export interface PublishRequest {
 
 export type PublishResult = { published: true; event: AdapterPublished } | { published: false; lastRound: number };
 
+/** The last event on `subject`: its stream sequence and round (0 when it does not parse); null when none. */
+async function lastRoundOn(jsm: JetStreamManager, subject: string, schema: z.ZodType<{ round: number }>): Promise<{ seq: number; round: number } | null> {
+  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subject });
+  if (!msg) return null;
+  const parsed = schema.safeParse(msg.json());
+  return { seq: msg.seq, round: parsed.success ? parsed.data.round : 0 };
+}
+
 /** The last announcement on the policy's adapters subject: its stream sequence and round (null when none). */
 export async function lastAnnouncement(jsm: JetStreamManager, policy: string): Promise<{ seq: number; round: number } | null> {
-  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subjects(policy).adapterPublished });
-  if (!msg) return null;
-  const parsed = AdapterPublished.safeParse(msg.json());
-  return { seq: msg.seq, round: parsed.success ? parsed.data.round : 0 };
+  return lastRoundOn(jsm, subjects(policy).adapterPublished, AdapterPublished);
 }
 
 /** The round of the last `round.published` lifecycle event (0 when none): whether an announced round's event is
  *  still owed (a daemon killed between the announcement and its event, or a lost reply to the announcement). */
 export async function lastPublishedRoundEvent(jsm: JetStreamManager, policy: string): Promise<number> {
-  const msg = await jsm.streams.getMessage(EVENT_STREAM, { last_by_subj: subjects(policy).round("published") });
-  if (!msg) return 0;
-  const parsed = RoundEvent.safeParse(msg.json());
-  return parsed.success ? parsed.data.round : 0;
+  return (await lastRoundOn(jsm, subjects(policy).round("published"), RoundEvent))?.round ?? 0;
 }
 
 export interface PublishHooks {
