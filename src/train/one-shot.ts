@@ -36,8 +36,9 @@ export async function runOneShot(kind: JobKind, raw: RawOptions): Promise<void> 
   await checkRows(job);
   const log = logger("train");
   if (ranks === 1) {
-    const [{ loadModel, runJob }, { ModelAssets }] = await Promise.all([import("./run-job.js"), import("./model-assets.js")]);
-    const result = await runJob({ rank: 0, world: 1, group: null, log }, await loadModel(model), new ModelAssets(model.dir), job);
+    const { loadModelWithAssets, runJob } = await import("./run-job.js");
+    const loaded = await loadModelWithAssets(model);
+    const result = await runJob({ rank: 0, world: 1, group: null, log }, loaded.model, loaded.assets, job);
     log.info({ result }, `${kind} done`);
     return;
   }

@@ -6,8 +6,7 @@ import type { Logger } from "pino";
 import { logger } from "../log.js";
 import type { ProcessGroup } from "../native.js";
 import { checkedJob, RANK_SPEC_ENV, type FromRank, type RankSpec, type ToRank } from "./rank-protocol.js";
-import { ModelAssets } from "./model-assets.js";
-import { loadModel, runJob } from "./run-job.js";
+import { loadModelWithAssets, runJob } from "./run-job.js";
 
 const send = (message: FromRank) => sendMessage(message as never);
 const errorOf = (err: unknown) => ({ name: (err as Error).name ?? "Error", message: (err as Error).message ?? String(err) });
@@ -41,9 +40,9 @@ async function main(): Promise<void> {
 
 async function serve(spec: RankSpec, log: Logger): Promise<void> {
   let group: ProcessGroup | null = null;
-  let model;
+  let model, assets;
   try {
-    model = await loadModel(spec.model);
+    ({ model, assets } = await loadModelWithAssets(spec.model));
     group = spec.world > 1 ? await joinGroup(spec) : null;
   } catch (err) {
     await send({ type: "failed", rank: spec.rank, error: errorOf(err) });
@@ -51,7 +50,6 @@ async function serve(spec: RankSpec, log: Logger): Promise<void> {
   }
   await send({ type: "ready", rank: spec.rank });
   const ctx = { rank: spec.rank, world: spec.world, group, log };
-  const assets = new ModelAssets(spec.model.dir);
   for (;;) {
     const message = (await getOneMessage()) as ToRank;
     if (message.type === "stop") break;

@@ -27,7 +27,17 @@ export async function runJob(ctx: RankContext, model: Model, assets: ModelAssets
   }
 }
 
-export async function loadModel(spec: ModelSpec): Promise<Model> {
+/**
+ * The base model of a process, and its assets read while its weights load: Model.load runs on the native module's
+ * thread, and building the tokenizer blocks the JS thread (~1 s with Qwen3.5's vocabulary), so the first job does
+ * not pay for it after the load, just as the seed reads its processor before loading its model. A failed read is
+ * not kept (load-once.ts): the first job reads again and reports its own error, as it would have without this.
+ */
+export async function loadModelWithAssets(spec: ModelSpec): Promise<{ model: Model; assets: ModelAssets }> {
   const { Model } = await import("../native.js");
-  return Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
+  const { ModelAssets } = await import("./model-assets.js");
+  const assets = new ModelAssets(spec.dir);
+  const loading = Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
+  const [model] = await Promise.all([loading, assets.collator().catch(() => undefined)]);
+  return { model, assets };
 }
