@@ -41,11 +41,17 @@ using block::region;
 using block::Term;
 
 constexpr int kChunk = 64;
-// Added to every shared row: keeps rows 16-byte aligned and staggers them over the shared-memory banks.
+// Shared rows are padded: 16-byte aligned, and staggered over the 32 banks for the tensor cores' tile loads. A TF32
+// fragment puts its 32 lanes on 8 rows x 4 columns of a row-major tile (an A operand read as stored, a transposed
+// B), or on 4 rows x 8 columns (a transposed A, a B read as stored, and an accumulator tile's paired elements):
+// the first pattern meets every bank once when the stride is 4 (mod 32) floats, the second when it is 8. Each
+// region takes the stride of the way the products read it most (Nsight: the scans' 2-way conflicts on every
+// shared load, with one stride for all).
 constexpr int kPad = 4;
 constexpr int kChunkLd = kChunk + kPad;
 
-constexpr int row_ld(int cols) { return cols + kPad; }
+constexpr int row_ld(int cols) { return cols + kPad; }  // rows read 8 at a time: row-major A, transposed B
+constexpr int col_ld(int cols) { return cols + 2 * kPad; }  // rows read 4 at a time: transposed A, B, accumulators
 
 // The shapes every program assumes: tiles of 16 (the tensor cores'), whole float4s, scan blocks dividing D.
 template <int D, int BV = D>
@@ -56,23 +62,23 @@ RLLOOP_BLOCK_FN inline float pair_decay(const float* cum, int i, int j) {
   return j <= i ? expf(cum[i] - cum[j]) : 0.0f;
 }
 
-// X ← (I + SL(A))⁻¹ X (or ⁻ᵀ) for A 64 x 64 (leading dimension kChunkLd) and X 64 x NC, in blocks of 16 rows:
+// X ← (I + SL(A))⁻¹ X (or ⁻ᵀ) for A 64 x 64 (leading dimension LDA) and X 64 x NC, in blocks of 16 rows:
 // each block row takes the products with the rows already solved (one matrix product, on the tensor cores where
 // the executor has them), then a 16-row substitution, one column a thread.
-template <int NC, class Exec>
+template <int NC, int LDA = kChunkLd, class Exec>
 RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, int ldx, bool transposed) {
   constexpr int kBlock = 16, kBlocks = kChunk / kBlock;
   for (int step = 0; step < kBlocks; ++step) {
     const int b = transposed ? kBlocks - 1 - step : step, r0 = b * kBlock;
     if (step > 0) {
       // forward: X_b −= A[b, :b] X[:b]; transposed: X_b −= (A[b+1:, b])ᵀ X[b+1:]
-      const Term t = transposed ? Term{A + (r0 + kBlock) * kChunkLd + r0, kChunkLd, true, X + (r0 + kBlock) * ldx, ldx,
+      const Term t = transposed ? Term{A + (r0 + kBlock) * LDA + r0, LDA, true, X + (r0 + kBlock) * ldx, ldx,
                                        false, kChunk - r0 - kBlock, -1.0f}
-                                : Term{A + r0 * kChunkLd, kChunkLd, false, X, ldx, false, r0, -1.0f};
+                                : Term{A + r0 * LDA, LDA, false, X, ldx, false, r0, -1.0f};
       ex.mm(kBlock, NC, &t, 1, X + r0 * ldx, ldx, 1.0f);
       ex.sync();
     }
-    ex.solve16(A + r0 * kChunkLd + r0, kChunkLd, X + r0 * ldx, ldx, NC, transposed);
+    ex.solve16(A + r0 * LDA + r0, LDA, X + r0 * ldx, ldx, NC, transposed);
     ex.sync();
   }
 }
@@ -166,10 +172,11 @@ template <int D, int BV>
 struct ScanForward {
   static_assert(kShapesFit<D, BV>, "head size and scan block: multiples of 16, the block dividing the head");
   static constexpr int kThreads = 256;
-  static constexpr int kLdS = row_ld(BV), kLd = row_ld(D);
+  // S and V: B operands and accumulators; W: the A of W S; Kend: the transposed A of Kendᵀ V
+  static constexpr int kLdS = col_ld(BV), kLdW = row_ld(D), kLdK = col_ld(D);
   static constexpr int64_t kVStride = region(kChunk * kLdS);  // between the two V buffers
   static constexpr int64_t kS = 0, kV = kS + region(D * kLdS), kW = kV + 2 * kVStride,
-                           kK = kW + region(kChunk * kLd), kG = kK + region(kChunk * kLd), kVectors = kG + kChunk,
+                           kK = kW + region(kChunk * kLdW), kG = kK + region(kChunk * kLdK), kVectors = kG + kChunk,
                            kSharedFloats = kVectors + 3 * kChunk;
 
   const float *U, *W, *Kend, *g;
@@ -185,7 +192,7 @@ struct ScanForward {
     const auto sV = [&](int n) { return shared + kV + (n & 1) * kVStride; };
     const auto load_next = [&](int n) {  // chunk n's W, U and g
       const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
-      ex.load(sW, kLd, W + at, D, kChunk, D);
+      ex.load(sW, kLdW, W + at, D, kChunk, D);
       ex.load(sV(n), kLdS, U + at + col, D, kChunk, BV);
       ex.load(sg, kChunk, g + chunk * kChunk, kChunk, 1, kChunk);
     };
@@ -195,16 +202,16 @@ struct ScanForward {
     ex.sync();
     for (int n = 0; n < N; ++n) {
       const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
-      if (n + 1 < N) ex.load(sK, kLd, Kend + at, D, kChunk, D);
+      if (n + 1 < N) ex.load(sK, kLdK, Kend + at, D, kChunk, D);
       ex.copy(states + chunk * D * D + col, D, sS, kLdS, D, BV);
       ex.decays(sg, cum, e, f);
-      const Term ws{sW, kLd, false, sS, kLdS, false, D, -1.0f};
+      const Term ws{sW, kLdW, false, sS, kLdS, false, D, -1.0f};
       ex.mm(kChunk, BV, &ws, 1, sV(n), kLdS, 1.0f);  // V = U − W S
       ex.sync();
       if (n + 1 < N) load_next(n + 1);
       ex.copy(V + at + col, D, sV(n), kLdS, kChunk, BV);
       if (n + 1 == N) break;
-      const Term kv{sK, kLd, true, sV(n), kLdS, false, kChunk, 1.0f};
+      const Term kv{sK, kLdK, true, sV(n), kLdS, false, kChunk, 1.0f};
       ex.mm(D, BV, &kv, 1, sS, kLdS, e[kChunk - 1]);  // S ← dec S + Kendᵀ V
       ex.sync();
     }
@@ -217,10 +224,11 @@ template <int D>
 struct Output {
   static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
-  static constexpr int kLd = row_ld(D);
+  // q: the A of q kᵀ and Qd S; k: a transposed B; S and V: the B operands of the output's two products
+  static constexpr int kLd = row_ld(D), kLdB = col_ld(D);
   static constexpr int64_t kQ = 0, kK = kQ + region(kChunk * kLd), kV = kK + region(kChunk * kLd),
-                           kI = kV + region(kChunk * kLd), kS = kI + region(kChunk * kChunkLd),
-                           kVectors = kS + region(D * kLd), kSharedFloats = kVectors + 3 * kChunk;
+                           kI = kV + region(kChunk * kLdB), kS = kI + region(kChunk * kChunkLd),
+                           kVectors = kS + region(D * kLdB), kSharedFloats = kVectors + 3 * kChunk;
 
   const float *q, *k, *g, *V, *states;
   float* O;
@@ -233,8 +241,8 @@ struct Output {
 
     ex.load(sq, kLd, q + at, D, kChunk, D);
     ex.load(sk, kLd, k + at, D, kChunk, D);
-    ex.load(sS, kLd, states + chunk * D * D, D, D, D);
-    ex.load(sV, kLd, V + at, D, kChunk, D);
+    ex.load(sS, kLdB, states + chunk * D * D, D, D, D);
+    ex.load(sV, kLdB, V + at, D, kChunk, D);
     ex.decays(g + chunk * kChunk, cum, e, f);
     ex.sync();
     const Term qk{sq, kLd, false, sk, kLd, true, D, 1.0f};
@@ -246,7 +254,7 @@ struct Output {
     });
     ex.for_each(kChunk * D, [&](int x) { sq[(x / D) * kLd + x % D] *= e[x / D]; });  // Qd
     ex.sync();
-    const Term terms[2] = {{sq, kLd, false, sS, kLd, false, D, 1.0f}, {sI, kChunkLd, false, sV, kLd, false, kChunk, 1.0f}};
+    const Term terms[2] = {{sq, kLd, false, sS, kLdB, false, D, 1.0f}, {sI, kChunkLd, false, sV, kLdB, false, kChunk, 1.0f}};
     ex.mm(kChunk, D, terms, 2, O + at, D, 0.0f);
   }
 };
@@ -260,12 +268,13 @@ template <int D, int BV>
 struct ScanBackward {
   static_assert(kShapesFit<D, BV>, "head size and scan block: multiples of 16, the block dividing the head");
   static constexpr int kThreads = 256;
-  static constexpr int kLdS = row_ld(BV), kLd = row_ld(D);
+  // dS, dO and dV: B operands and accumulators; Kend: the A of Kend dS; Qd, W and intra: transposed A operands
+  static constexpr int kLdS = col_ld(BV), kLdK = row_ld(D), kLdT = col_ld(D), kLdI = col_ld(kChunk);
   static constexpr int64_t kdOStride = region(kChunk * kLdS);  // between the two dO buffers
   static constexpr int64_t kdS = 0, kdO = kdS + region(D * kLdS), kdV = kdO + 2 * kdOStride,
-                           kK = kdV + region(kChunk * kLdS), kQ = kK + region(kChunk * kLd),
-                           kW = kQ + region(kChunk * kLd), kI = kW + region(kChunk * kLd),
-                           kG = kI + region(kChunk * kChunkLd), kVectors = kG + kChunk,
+                           kK = kdV + region(kChunk * kLdS), kQ = kK + region(kChunk * kLdK),
+                           kW = kQ + region(kChunk * kLdT), kI = kW + region(kChunk * kLdT),
+                           kG = kI + region(kChunk * kLdI), kVectors = kG + kChunk,
                            kSharedFloats = kVectors + 3 * kChunk;
 
   const float *Kend, *Qd, *W, *intra, *g, *dO;
@@ -282,8 +291,8 @@ struct ScanBackward {
     const auto sdO = [&](int n) { return shared + kdO + (n & 1) * kdOStride; };
     const auto load_previous = [&](int n) {  // chunk n's Kend, intra, dO and g
       const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
-      ex.load(sK, kLd, Kend + at, D, kChunk, D);
-      ex.load(sI, kChunkLd, intra + chunk * kChunk * kChunk, kChunk, kChunk, kChunk);
+      ex.load(sK, kLdK, Kend + at, D, kChunk, D);
+      ex.load(sI, kLdI, intra + chunk * kChunk * kChunk, kChunk, kChunk, kChunk);
       ex.load(sdO(n), kLdS, dO + at + col, D, kChunk, BV);
       ex.load(sg, kChunk, g + chunk * kChunk, kChunk, 1, kChunk);
     };
@@ -294,19 +303,19 @@ struct ScanBackward {
     for (int n = N - 1; n >= 0; --n) {
       const int64_t chunk = sequence * N + n, at = chunk * kChunk * D;
       if (n > 0) {
-        ex.load(sQ, kLd, Qd + at, D, kChunk, D);
-        ex.load(sW, kLd, W + at, D, kChunk, D);
+        ex.load(sQ, kLdT, Qd + at, D, kChunk, D);
+        ex.load(sW, kLdT, W + at, D, kChunk, D);
       }
       ex.copy(dS_next + chunk * D * D + col, D, sdS, kLdS, D, BV);
       ex.decays(sg, cum, e, f);
-      const Term dv[2] = {{sK, kLd, false, sdS, kLdS, false, D, 1.0f},
-                          {sI, kChunkLd, true, sdO(n), kLdS, false, kChunk, 1.0f}};
+      const Term dv[2] = {{sK, kLdK, false, sdS, kLdS, false, D, 1.0f},
+                          {sI, kLdI, true, sdO(n), kLdS, false, kChunk, 1.0f}};
       ex.mm(kChunk, BV, dv, 2, sdV, kLdS, 0.0f);  // dV = Kend dS + intraᵀ dO
       ex.sync();
       if (n > 0) load_previous(n - 1);
       ex.copy(dV + at + col, D, sdV, kLdS, kChunk, BV);
       if (n == 0) break;
-      const Term ds[2] = {{sQ, kLd, true, sdO(n), kLdS, false, kChunk, 1.0f}, {sW, kLd, true, sdV, kLdS, false, kChunk, -1.0f}};
+      const Term ds[2] = {{sQ, kLdT, true, sdO(n), kLdS, false, kChunk, 1.0f}, {sW, kLdT, true, sdV, kLdS, false, kChunk, -1.0f}};
       ex.mm(D, BV, ds, 2, sdS, kLdS, e[kChunk - 1]);  // dS ← dec dS + Qdᵀ dO − Wᵀ dV
       ex.sync();
     }
@@ -365,17 +374,19 @@ template <int D>
 struct IntraGrads {
   static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
-  static constexpr int ld = row_ld(D), ldR = row_ld(2 * D);
+  // k: mostly the B of dKK k, dQKᵀ… and dQK k; R: the solve's B and accumulator, q's B, dkb's and grad_q's
+  // accumulator; M1-M3: accumulators and transposed A operands (column strides, col_ld); X and Y: row strides
+  static constexpr int ld = row_ld(D), ldK = col_ld(D), ldR = col_ld(2 * D), ldM = col_ld(kChunk);
   // R: [dV | dW] → [dv·β | dk·β·e]; then q on the left, and on the right dk·β = dkb, then grad_q.
   // X: U, W, then dKend, summed into grad_k. Y: v, intra (ld kChunkLd: wider than D's rows below D = 64), then dQd.
   // M1: k kᵀ, A, then d log P. M2: dA, then dKK = dA ⊙ P (rows scaled by β for grad_k). M3: dintra, then
   // dQK = dintra ⊙ P.
   // Vectors: cum, e, f, β, Σ dvb ⊙ v, Σ dkb ⊙ k, Σ dkbe ⊙ k, Σ dQd ⊙ q, Σ dKend ⊙ k, d log P's row and column
   // sums, ddec (one float of the last).
-  static constexpr int64_t kK = 0, kR = kK + region(kChunk * ld), kX = kR + region(kChunk * ldR),
+  static constexpr int64_t kK = 0, kR = kK + region(kChunk * ldK), kX = kR + region(kChunk * ldR),
                            kY = kX + region(kChunk * ld), kM1 = kY + region(kChunk * (ld > kChunkLd ? ld : kChunkLd)),
-                           kM2 = kM1 + region(kChunk * kChunkLd), kM3 = kM2 + region(kChunk * kChunkLd),
-                           kVectors = kM3 + region(kChunk * kChunkLd), kSharedFloats = kVectors + 12 * kChunk;
+                           kM2 = kM1 + region(kChunk * ldM), kM3 = kM2 + region(kChunk * ldM),
+                           kVectors = kM3 + region(kChunk * ldM), kSharedFloats = kVectors + 12 * kChunk;
 
   const float *q, *k, *v, *beta, *g, *U, *W, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
   float *grad_q, *grad_k, *grad_v, *grad_beta, *grad_g;
@@ -392,29 +403,29 @@ struct IntraGrads {
     float* sq = sR;        // the left half, once dv·β is used up
     const auto X = [&](float* m, int ldm, int x) -> float& { return m[(x / D) * ldm + x % D]; };  // element x of 64 x D
 
-    ex.load(sk, ld, k + at, D, kChunk, D);
+    ex.load(sk, ldK, k + at, D, kChunk, D);
     ex.load(sR, ldR, dV + at, D, kChunk, D);
     ex.load(sR + D, ldR, dW + at, D, kChunk, D);
     ex.load(sX, ld, U + at, D, kChunk, D);
     ex.load(sY, ld, v + at, D, kChunk, D);
-    ex.load(M3, kChunkLd, dintra + at_m, kChunk, kChunk, kChunk);
+    ex.load(M3, ldM, dintra + at_m, kChunk, kChunk, kChunk);
     ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
     ex.single([&] { *sddec = ddec[chunk]; });
     ex.decays(g + at_c, cum, e, f);
     ex.sync();
-    const Term kk{sk, ld, false, sk, ld, true, D, 1.0f};
-    ex.mm(kChunk, kChunk, &kk, 1, M1, kChunkLd, 0.0f);
+    const Term kk{sk, ldK, false, sk, ldK, true, D, 1.0f};
+    ex.mm(kChunk, kChunk, &kk, 1, M1, ldM, 0.0f);
     ex.sync();
     ex.for_each(kChunk * kChunk, [&](int x) {  // A, strictly lower
       const int i = x / kChunk, j = x % kChunk;
-      M1[i * kChunkLd + j] = j < i ? sbeta[i] * M1[i * kChunkLd + j] * expf(cum[i] - cum[j]) : 0.0f;
+      M1[i * ldM + j] = j < i ? sbeta[i] * M1[i * ldM + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
     ex.sync();
-    unit_lower_solve<2 * D>(ex, M1, sR, ldR, /*transposed=*/true);  // dR = (I + SL(A))⁻ᵀ [dV | dW]
+    unit_lower_solve<2 * D, ldM>(ex, M1, sR, ldR, /*transposed=*/true);  // dR = (I + SL(A))⁻ᵀ [dV | dW]
     const Term ru{sR, ldR, false, sX, ld, true, D, -1.0f};
-    ex.mm(kChunk, kChunk, &ru, 1, M2, kChunkLd, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below
+    ex.mm(kChunk, kChunk, &ru, 1, M2, ldM, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below
     ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * ldR + c] * sY[r * ld + c]; });
-    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ld + c]; });
+    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ldK + c]; });
     ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = X(sR, ldR, x) * sbeta[x / D]; });
     ex.sync();
     ex.load(sX, ld, W + at, D, kChunk, D);
@@ -422,32 +433,32 @@ struct IntraGrads {
     ex.load(sq, ldR, q + at, D, kChunk, D);
     ex.sync();
     const Term rw{sR + D, ldR, false, sX, ld, true, D, -1.0f};
-    ex.mm(kChunk, kChunk, &rw, 1, M2, kChunkLd, 1.0f);
+    ex.mm(kChunk, kChunk, &rw, 1, M2, ldM, 1.0f);
     ex.sync();
     ex.load(sX, ld, dKend + at, D, kChunk, D);  // W is used up
     ex.for_each(kChunk * kChunk, [&](int x) {
       const int i = x / kChunk, j = x % kChunk;
-      const float dA = j < i ? M2[i * kChunkLd + j] : 0.0f;
-      const float p = pair_decay(cum, i, j), di = M3[i * kChunkLd + j];
-      M1[i * kChunkLd + j] = dA * M1[i * kChunkLd + j] + di * sY[i * kChunkLd + j];  // d log P = dA ⊙ A + dintra ⊙ intra
-      M2[i * kChunkLd + j] = dA * p;                                                // dKK
-      M3[i * kChunkLd + j] = di * p;                                                // dQK
+      const float dA = j < i ? M2[i * ldM + j] : 0.0f;
+      const float p = pair_decay(cum, i, j), di = M3[i * ldM + j];
+      M1[i * ldM + j] = dA * M1[i * ldM + j] + di * sY[i * kChunkLd + j];  // d log P = dA ⊙ A + dintra ⊙ intra
+      M2[i * ldM + j] = dA * p;                                            // dKK
+      M3[i * ldM + j] = di * p;                                            // dQK
     });
     ex.for_each(kChunk * D, [&](int x) { X(sdkb, ldR, x) *= e[x / D]; });  // dkbe ⊙ e
     ex.sync();
     ex.load(sY, ld, dQd + at, D, kChunk, D);  // intra is used up
-    ex.row_sums(kChunk, kChunk, rows, [&](int r, int c) { return M1[r * kChunkLd + c]; });
-    ex.row_sums(kChunk, kChunk, cols, [&](int r, int c) { return M1[c * kChunkLd + r]; });
-    const Term kkb{M2, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
+    ex.row_sums(kChunk, kChunk, rows, [&](int r, int c) { return M1[r * ldM + c]; });
+    ex.row_sums(kChunk, kChunk, cols, [&](int r, int c) { return M1[c * ldM + r]; });
+    const Term kkb{M2, ldM, false, sk, ldK, false, kChunk, 1.0f};
     ex.mm(kChunk, D, &kkb, 1, sdkb, ldR, 1.0f);  // dkb = dkbe ⊙ e + dKK k
-    ex.row_sums(kChunk, D, df, [&](int r, int c) { return sX[r * ld + c] * sk[r * ld + c]; });
+    ex.row_sums(kChunk, D, df, [&](int r, int c) { return sX[r * ld + c] * sk[r * ldK + c]; });
     ex.sync();
-    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sdkb[r * ldR + c] * sk[r * ld + c]; });
+    ex.row_sums(kChunk, D, beta_k, [&](int r, int c) { return sdkb[r * ldR + c] * sk[r * ldK + c]; });
     ex.for_each(kChunk * D, [&](int x) { X(sX, ld, x) = X(sX, ld, x) * f[x / D] + X(sdkb, ldR, x) * sbeta[x / D]; });
-    ex.for_each(kChunk * kChunk, [&](int x) { M2[(x / kChunk) * kChunkLd + x % kChunk] *= sbeta[x / kChunk]; });
+    ex.for_each(kChunk * kChunk, [&](int x) { M2[(x / kChunk) * ldM + x % kChunk] *= sbeta[x / kChunk]; });
     ex.sync();
     // grad_k = dKend ⊙ f + dkb ⊙ β + dKKᵀ (k·β) + dQKᵀ q, the β of k·β moved onto dKK's rows
-    const Term gk[2] = {{M2, kChunkLd, true, sk, ld, false, kChunk, 1.0f}, {M3, kChunkLd, true, sq, ldR, false, kChunk, 1.0f}};
+    const Term gk[2] = {{M2, ldM, true, sk, ldK, false, kChunk, 1.0f}, {M3, ldM, true, sq, ldR, false, kChunk, 1.0f}};
     ex.mm(kChunk, D, gk, 2, sX, ld, 1.0f);
     ex.row_sums(kChunk, D, de_q, [&](int r, int c) { return sY[r * ld + c] * sq[r * ldR + c]; });
     ex.for_each(kChunk, [&](int i) { grad_beta[at_c + i] = beta_v[i] + beta_k[i]; });
@@ -464,7 +475,7 @@ struct IntraGrads {
         grad_g[at_c + i] = carry;
       }
     });
-    const Term qk{M3, kChunkLd, false, sk, ld, false, kChunk, 1.0f};
+    const Term qk{M3, ldM, false, sk, ldK, false, kChunk, 1.0f};
     ex.mm(kChunk, D, &qk, 1, sdkb, ldR, 1.0f);  // grad_q = dQd ⊙ e + dQK k
     ex.sync();
     ex.copy(grad_q + at, D, sdkb, ldR, kChunk, D);
