@@ -13,7 +13,8 @@ fi
 [ "${CHECK:-1}" = 1 ] && node bench/gpu/delta_rule_check.mjs 2>&1 | tee "$OUT/delta-rule-check.txt"
 if [ "${NCU:-0}" = 1 ]; then  # the fused kernels of one training step under Nsight Compute (no clock control)
   ncu --clock-control none -k regex:program_kernel -c "${NCU_KERNELS:-7}" --section SpeedOfLight --section LaunchStats \
-    --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+    --section ComputeWorkloadAnalysis --section SchedulerStats --section InstructionStats \
     node bench/gpu/delta_rule_check.mjs --profile > "$OUT/ncu.txt" 2>&1; echo "ncu exit $?"
-  grep -E "program_kernel|Duration|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Compute \(SM\)" "$OUT/ncu.txt" | head -80
+  grep -E "program_kernel|Duration|Achieved Occupancy|Registers Per|Block Limit|Memory Throughput|Compute \(SM\)|way bank" "$OUT/ncu.txt" | head -90
 fi

@@ -5,7 +5,8 @@ Every GPU kernel is attributed to the CPU op that launched it, and that op to th
 thread: the model's annotations (vision, layer.linear_attention, gdn.core, mlp, lm_head, backward, optimizer) and,
 in the backward pass, the autograd node being evaluated (a recomputed checkpointed layer shows its forward
 annotations inside the node LayerCheckpointBackward). Prints GPU busy time against the span of the window, then
-the time by phase, by backward node and by kernel.
+the time by phase, by backward node and by kernel, then where the GPU waited on the host (idle gaps, the longest
+CUDA runtime calls: a process's first forward shows CUDA's lazy kernel loading there).
 
 Usage: python3 profile_report.py TRACE.json [--top N] [--json OUT.json]
 """
@@ -67,6 +68,26 @@ def short(name, width=100):
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
+def print_stalls(events, kernels, gap_us=3000, top=12):
+    """Where the GPU waited on the host: idle gaps between kernels, and the CUDA runtime calls that took longest with
+    the op that made them (a kernel's first launch in a process loads its module, CUDA's lazy loading: such calls
+    take 10-120 ms)."""
+    ops = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and "External id" in e.get("args", {}):
+            ops.setdefault(e["args"]["External id"], e["name"])
+    ordered = sorted(kernels, key=lambda k: k["ts"])
+    gaps = [(b["ts"] - (a["ts"] + a["dur"]), b["name"]) for a, b in zip(ordered, ordered[1:])]
+    gaps = sorted((g for g in gaps if g[0] > gap_us), reverse=True)
+    print(f"\nGPU idle gaps over {gap_us / 1e3:.0f} ms: {len(gaps)}, {sum(g for g, _ in gaps) / 1e3:.1f} ms in all")
+    for g, name in gaps[:top]:
+        print(f"  {g / 1e3:9.1f}  before {short(name, 90)}")
+    calls = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"), key=lambda e: -e["dur"])
+    print("\nlongest CUDA runtime calls (ms, call, the op that made it)")
+    for e in calls[:top]:
+        print(f"  {e['dur'] / 1e3:9.1f}  {e['name']:24s} {ops.get(e.get('args', {}).get('External id'), '?')}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -102,6 +123,7 @@ def main():
     print("\nby kernel (ms, %, launches)")
     for name, us in by_kernel.most_common(args.top):
         print(f"  {us / 1e3:9.1f}  {100 * us / total:5.1f}%  {counts[name]:6d}  {short(name)}")
+    print_stalls(events, kernels)
     if args.json:
         json.dump({"span_ms": span / 1e3, "busy_ms": busy / 1e3, "kernel_ms": total / 1e3,
                    "by_phase": {k: v / 1e3 for k, v in by_phase.items()},
