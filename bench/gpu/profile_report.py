@@ -6,7 +6,7 @@ thread: the model's annotations (vision, layer.linear_attention, gdn.core, mlp, 
 in the backward pass, the autograd node being evaluated (a recomputed checkpointed layer shows its forward
 annotations inside the node LayerCheckpointBackward). Prints GPU busy time against the span of the window, then
 the time by phase, by backward node and by kernel, then where the GPU waited on the host (idle gaps, the longest
-CUDA runtime calls: a process's first forward shows CUDA's lazy kernel loading there).
+CUDA runtime calls: a process's first forward shows its first-use costs there).
 
 Usage: python3 profile_report.py TRACE.json [--top N] [--json OUT.json]
 """
@@ -70,8 +70,8 @@ def short(name, width=100):
 
 def print_stalls(events, kernels, gap_us=3000, top=12):
     """Where the GPU waited on the host: idle gaps between kernels, and the CUDA runtime calls that took longest with
-    the op that made them (a kernel's first launch in a process loads its module, CUDA's lazy loading: such calls
-    take 10-120 ms)."""
+    the op that made them (in a process's first forward: a kernel's first launch loading its module, CUDA's lazy
+    loading, and libraries' first use, tens of ms each)."""
     ops = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op" and "External id" in e.get("args", {}):

@@ -35,9 +35,10 @@ export async function runJob(ctx: RankContext, model: Model, assets: ModelAssets
  */
 export async function loadModelWithAssets(spec: ModelSpec): Promise<{ model: Model; assets: ModelAssets }> {
   const { Model } = await import("../native.js");
-  const { ModelAssets } = await import("./model-assets.js");
-  const assets = new ModelAssets(spec.dir);
   const loading = Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
-  const [model] = await Promise.all([loading, assets.collator().catch(() => undefined)]);
-  return { model, assets };
+  loading.catch(() => undefined); // awaited below; a load that fails meanwhile is not an unhandled rejection
+  const { ModelAssets } = await import("./model-assets.js"); // the tokenizers binding: loaded beside the weights too
+  const assets = new ModelAssets(spec.dir);
+  await assets.collator().catch(() => undefined);
+  return { model: await loading, assets };
 }

@@ -28,6 +28,9 @@ constexpr int64_t kSharedBytes = sizeof(float) * std::max({delta_rule::Prep<kHea
     delta_rule::Output<kHeadSize>::kSharedFloats,
     delta_rule::ScanBackward<kHeadSize, delta_rule::kScanColumns<kHeadSize>>::kSharedFloats,
     delta_rule::StateGrads<kHeadSize>::kSharedFloats, delta_rule::IntraGrads<kHeadSize>::kSharedFloats});
+// Hopper's (and the target machines') most a block may ask for: a program past it would send every model on an
+// H100/H200 to the ATen version (delta_rule_supports), about 2x slower, with nothing but the speed to tell.
+static_assert(kSharedBytes <= 227 * 1024, "a delta-rule program outgrew an H100/H200 block's shared memory (227 KiB)");
 
 }  // namespace
 

@@ -27,7 +27,7 @@
 // of a phase's in flight at once, and the products and elementwise passes read shared memory only (products
 // straight from global memory, tried, saturated L1 with re-read fragments: 1.4x slower; elementwise passes over
 // global memory waited for one load a thread at a time). The chunk kernels load most of a chunk up front (one
-// block an SM: 187-223 KB) and the rest into regions as they free up; the scans hold the chunk's full-width
+// block an SM: 186-223 KiB) and the rest into regions as they free up; the scans hold the chunk's full-width
 // operands in shared memory and load the next chunk's during the current chunk's products.
 #pragma once
 #include <cmath>
