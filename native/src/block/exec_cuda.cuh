@@ -227,6 +227,11 @@ class CudaBlock {
             nvcuda::wmma::fill_fragment(acc[r][s], 0.0f);
           }
         }
+      // Unrolled over the terms (count is a constant once the product is inlined into its program): each term's
+      // fields become constants, so its layouts are chosen at compile time and its strides fold into the fragment
+      // addresses; a loop over the array kept a product's terms in local memory, read back at run time, and a
+      // branch over all four layouts (ptxas: 80-160 bytes of stack in the three programs with two-term products).
+#pragma unroll
       for (int t = 0; t < count; ++t) {
         Accumulator part[kSplit][kRows][kWidth];
 #pragma unroll
