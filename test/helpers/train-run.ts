@@ -23,8 +23,7 @@ export async function scratch(): Promise<string> {
   return mkdtemp(join(tmpdir(), "rlloop-train-run-"));
 }
 
-/** `rlloop train ...` on CPU in fp32; throws with stderr on failure. */
-/** Runs `rlloop train` on the CPU in float32; returns its log lines (JSON) at `logLevel`. */
+/** Runs `rlloop train` on the CPU in float32; returns its log lines (JSON) at `logLevel`; throws with stderr on failure. */
 export async function rlloopTrain(args: string[], logLevel = "warn"): Promise<Record<string, unknown>[]> {
   const cli = join(ROOT, "test", "helpers", "train-cli.ts");
   const { stdout } = await execa(process.execPath, ["--import", "tsx", cli, "train", ...args, "--device", "cpu", "--dtype", "float32"], {
