@@ -54,6 +54,9 @@ export interface UiSource {
 const SUMMARY_LIMIT = ROUNDS_QUERY_MAX;
 /** How long to wait between tries while the loop's stream or bucket does not exist yet. */
 const RETRY_MS = 2000;
+/** How long stop() waits for readers still being set up (an unreachable server's API request can take longer:
+ *  such a reader is stopped as soon as its set-up ends). */
+const SETUP_WAIT_MS = 5000;
 
 export async function startUiSource(nc: NatsConnection, options: UiSourceOptions): Promise<UiSource> {
   const opts = { rewardHistory: 5000, requestTimeoutMs: 2000, roundRows: null, statsIntervalS: null, flushMs: 100, ...options };
@@ -62,12 +65,11 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
     policy: opts.policy, source: opts.source, flushMs: opts.flushMs, meanings: { phases: { ...Phase }, reasons: { ...RejectReason }, triggers: { ...RollbackTrigger } },
   });
   store.live({ connected: !nc.isClosed(), roundRows: opts.roundRows, statsIntervalS: opts.statsIntervalS });
-  const stopping = new AbortController();
-  const stoppers: Array<() => unknown> = [];
+  const readers = new Readers();
 
   // live stats first, so nothing published while the rest starts is missed
   const stats: Subscription = nc.subscribe(names.stats);
-  stoppers.push(() => stats.unsubscribe());
+  readers.add(() => stats.unsubscribe());
   void (async () => {
     for await (const msg of stats) {
       const event = StatsEvent.safeParse(decodeMessage(msg.string()));
@@ -75,13 +77,12 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
       if (event.success) store.live({ ...liveFromStats(event.data), notice: null });
     }
   })();
-  void followConnection(nc, store, stopping.signal);
-  void askStatus(nc, names.status, opts.requestTimeoutMs, store, stopping.signal);
-  void followState(nc, opts.policy, store, stopping.signal, stoppers);
+  void followConnection(nc, store, readers.signal);
+  void askStatus(nc, names.status, opts.requestTimeoutMs, store, readers.signal);
+  void followState(nc, opts.policy, store, readers);
 
   const stopAll = async (notice?: string) => {
-    stopping.abort();
-    for (const stop of stoppers.splice(0)) await Promise.resolve(stop()).catch(() => {});
+    await readers.stop();
     store.live({ connected: false, notice: notice ?? "the monitor stopped reading" });
     store.flush();
   };
@@ -91,7 +92,7 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
     throw err;
   });
   const follow = (stream: string, subject: string, from: StartAt, apply: (msg: JsMsg) => void) =>
-    followStream(jsm, js.consumers, { stream, subject, from, apply, signal: stopping.signal, stoppers });
+    followStream(jsm, js.consumers, { stream, subject, from, apply, readers });
   const history = [
     follow(EVENT_STREAM, names.rounds, "all", (msg) => applyRound(store, decodeMessage(msg.string()))),
     follow(EVENT_STREAM, names.rejected, "all", (msg) => applyRejection(store, decodeMessage(msg.string()))),
@@ -102,9 +103,9 @@ export async function startUiSource(nc: NatsConnection, options: UiSourceOptions
   const caughtUp = Promise.all(history).then(async () => {
     // rounds the events stream no longer holds (older than stream.eventsMaxAgeS), from the daemon's summaries;
     // not once stopped: the page then says the monitor stopped, not that it caught up
-    if (stopping.signal.aborted) return;
+    if (readers.signal.aborted) return;
     await askSummaries(nc, names.roundsQuery, opts.requestTimeoutMs, store);
-    if (!stopping.signal.aborted) store.caughtUp();
+    if (!readers.signal.aborted) store.caughtUp();
   });
   caughtUp.catch(() => {}); // only a stop() ends it early
 
@@ -251,8 +252,7 @@ interface FollowOptions {
   subject: string;
   from: StartAt;
   apply: (msg: JsMsg) => void;
-  signal: AbortSignal;
-  stoppers: Array<() => unknown>;
+  readers: Readers;
 }
 
 /**
@@ -261,12 +261,14 @@ interface FollowOptions {
  * have been applied; waits (retrying) while the stream does not exist yet.
  */
 async function followStream(jsm: JetStreamManager, consumers: { get(stream: string, opts: object): Promise<Consumer> }, o: FollowOptions): Promise<void> {
-  const info = await retry(() => jsm.streams.info(o.stream, { subjects_filter: o.subject }), o.signal);
-  const stored = Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
-  const start = o.from === "all" ? 1 : Math.max(1, info.state.last_seq - o.from.newest + 1);
-  const consumer = await retry(() => consumers.get(o.stream, { filter_subjects: o.subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }), o.signal);
-  const messages: ConsumerMessages = await consumer.consume();
-  addStopper(o.stoppers, o.signal, () => messages.stop());
+  const { signal } = o.readers;
+  const { stored, consumer, messages } = await o.readers.setUp(async () => {
+    const info = await retry(() => jsm.streams.info(o.stream, { subjects_filter: o.subject }), signal);
+    const start = o.from === "all" ? 1 : Math.max(1, info.state.last_seq - o.from.newest + 1);
+    const consumer = await retry(() => consumers.get(o.stream, { filter_subjects: o.subject, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }), signal);
+    const messages: ConsumerMessages = await consumer.consume();
+    return { stored: Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0), consumer, messages };
+  }, ({ messages }) => () => messages.stop());
   let done = stored === 0 || (o.from !== "all" && o.from.newest === 0);
   let markDone: () => void = () => {};
   const finished = new Promise<void>((resolve) => (markDone = resolve));
@@ -298,13 +300,43 @@ async function followStream(jsm: JetStreamManager, consumers: { get(stream: stri
 }
 
 /**
- * Registers what stops a reader. A reader set up after stop() began (its stream or bucket was still being opened,
- * the monitor stopped right after it started) is stopped at once: stop() aborts first, then stops the list, so
- * nothing added later would be stopped, and a consumer left running keeps the connection from draining.
+ * The monitor's readers and how they stop. A reader's set-up (its stream's consumer, the state bucket's watch) can
+ * still be in flight when stop() is called, the monitor stopped right after it started: stop() waits for such
+ * set-ups (SETUP_WAIT_MS at most) and stops what they made, so that once it returns nothing the monitor started is
+ * subscribed on the server (a consumer left running keeps the connection from draining). A set-up that ends later
+ * still is stopped as it ends.
  */
-function addStopper(stoppers: Array<() => unknown>, signal: AbortSignal, stop: () => unknown): void {
-  if (signal.aborted) void Promise.resolve(stop()).catch(() => {});
-  else stoppers.push(stop);
+class Readers {
+  readonly #aborter = new AbortController();
+  readonly #stoppers: Array<() => unknown> = [];
+  readonly #settingUp = new Set<Promise<unknown>>();
+
+  get signal(): AbortSignal {
+    return this.#aborter.signal;
+  }
+
+  /** Registers what stops a reader; after stop() began, it is stopped at once. */
+  add(stop: () => unknown): void {
+    if (this.signal.aborted) void Promise.resolve(stop()).catch(() => {});
+    else this.#stoppers.push(stop);
+  }
+
+  /** Runs a reader's set-up and registers what stops what it made; stop() waits for it. */
+  setUp<T>(create: () => Promise<T>, stopperOf: (made: T) => () => unknown): Promise<T> {
+    const step = create().then((made) => {
+      this.add(stopperOf(made));
+      return made;
+    });
+    this.#settingUp.add(step);
+    void step.catch(() => {}).finally(() => this.#settingUp.delete(step));
+    return step;
+  }
+
+  async stop(): Promise<void> {
+    this.#aborter.abort();
+    await Promise.race([Promise.allSettled([...this.#settingUp]), sleep(SETUP_WAIT_MS, undefined, { ref: false })]);
+    for (const stop of this.#stoppers.splice(0)) await Promise.resolve(stop()).catch(() => {});
+  }
 }
 
 async function retry<T>(attempt: () => Promise<T>, signal: AbortSignal): Promise<T> {
@@ -314,7 +346,7 @@ async function retry<T>(attempt: () => Promise<T>, signal: AbortSignal): Promise
       return await attempt();
     } catch (err) {
       if (signal.aborted) throw err;
-      await sleep(RETRY_MS, undefined, { ref: false });
+      await sleep(RETRY_MS, undefined, { ref: false, signal }).catch(() => {}); // a stop() ends the wait
       if (signal.aborted) throw err;
     }
   }
@@ -353,13 +385,14 @@ async function askSummaries(nc: NatsConnection, subject: string, timeoutMs: numb
 }
 
 /** The committed state record: the current round, the adapter rollouts should be served by, the last rollback. */
-async function followState(nc: NatsConnection, policy: string, store: UiStore, signal: AbortSignal, stoppers: Array<() => unknown>): Promise<void> {
+async function followState(nc: NatsConnection, policy: string, store: UiStore, readers: Readers): Promise<void> {
   try {
-    const kv = await retry(() => new Kvm(nc).open(STATE_BUCKET).then(async (b) => (await b.status(), b)), signal);
-    // every revision the bucket keeps, oldest first: each names the rollback last done when it was committed, so
-    // two rollbacks a few rounds apart are both told even when the events stream no longer holds them
-    const watch = await kv.watch({ key: stateKey(policy), include: KvWatchInclude.AllHistory });
-    addStopper(stoppers, signal, () => watch.stop());
+    const watch = await readers.setUp(async () => {
+      const kv = await retry(() => new Kvm(nc).open(STATE_BUCKET).then(async (b) => (await b.status(), b)), readers.signal);
+      // every revision the bucket keeps, oldest first: each names the rollback last done when it was committed, so
+      // two rollbacks a few rounds apart are both told even when the events stream no longer holds them
+      return kv.watch({ key: stateKey(policy), include: KvWatchInclude.AllHistory });
+    }, (w) => () => w.stop());
     for await (const entry of watch) {
       if (entry.operation !== "PUT") continue;
       try {
