@@ -12,7 +12,7 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fetchFolder, storeFolder } from "../src/loop/continuation.js";
-import { downloadObject } from "../src/loop/object-download.js";
+import { downloadObject, ObjectIntegrityError } from "../src/loop/object-download.js";
 import { chunksPresent, objectStores } from "../src/loop/object-stores.js";
 import { sha256, sha256File } from "../src/files.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
@@ -108,12 +108,41 @@ describe("loop - a folder into the object store", () => {
     }) as ObjectStore;
   }
 
+  it("an unchanged file whose stored object lost one of its chunks is put again, not trusted", async () => {
+    const src = join(dir, "holed");
+    await mkdir(src, { recursive: true });
+    const data = randomBytes(2 * 1024 * 1024 + 5); // three chunks of the server's max_payload (1 MiB)
+    await writeFile(join(src, "weights.bin"), data);
+    const lastBefore = (await jsm.streams.info(`OBJ_${BUCKET}`)).state.last_seq;
+    const first = await storeFolder(store, jsm, src, "p/holed", ["weights.bin"]);
+    const put = await store.info("p/holed/weights.bin");
+    expect(put!.chunks).toBe(3);
+    await jsm.streams.deleteMessage(`OBJ_${BUCKET}`, lastBefore + 1); // its first chunk (a bucket's limits evict oldest first)
+    expect(await chunksPresent(jsm, put!)).toBe(false);
+    // a vouching record does not make it trusted either: what is vouched for is its content, not its presence
+    expect(await storeFolder(store, jsm, src, "p/holed", ["weights.bin"], first)).toEqual(first);
+    const again = await store.info("p/holed/weights.bin");
+    expect(again!.revision).toBeGreaterThan(put!.revision);
+    expect(await chunksPresent(jsm, again!)).toBe(true);
+    await fetchFolder(store, first, join(dir, "holed-fetched"));
+    expect(Buffer.compare(await readFile(join(dir, "holed-fetched", "weights.bin")), data)).toBe(0);
+  });
+
   it("a download of an object whose chunks are gone fails after its stall time instead of waiting for ever", async () => {
     const data = randomBytes(200_000);
     const info = await store.putBlob({ name: "p/chunkless.bin" }, data);
     await jsm.streams.purge(`OBJ_${BUCKET}`, { filter: `$O.${BUCKET}.C.${info.nuid}` });
     await expect(downloadObject(store, { object: "p/chunkless.bin", sha256: sha256(data), size: data.length }, join(dir, "chunkless.bin"), 500))
-      .rejects.toThrow(/no data for 0.5 s after 0 of 200000 bytes/);
+      .rejects.toThrow(/no data for 0.5 s after 0 bytes/);
+  });
+
+  it("a download of an object whose chunks do not hash to its digest is refused as not what was recorded", async () => {
+    const data = randomBytes(200_000);
+    const info = await store.putBlob({ name: "p/tampered.bin" }, data);
+    await jsm.jetstream().publish(`$O.${BUCKET}.C.${info.nuid}`, Buffer.alloc(16, 1)); // a chunk appended behind the store's back
+    const download = downloadObject(store, { object: "p/tampered.bin", sha256: sha256(data), size: data.length }, join(dir, "tampered.bin"), 5_000);
+    await expect(download).rejects.toBeInstanceOf(ObjectIntegrityError);
+    await expect(download).rejects.toThrow(/digests do not match/);
   });
 
   for (const deleteFails of [false, true]) {

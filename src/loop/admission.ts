@@ -15,11 +15,11 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
-import type { ObjectStore } from "@nats-io/obj";
 import type { RejectReason, RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
 import type { LoopContext } from "./context.js";
 import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
+import type { FrameObjects } from "./frame-objects.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { frameFileName, incomingDir } from "./paths.js";
 import { checkAdapter } from "./staleness.js";
@@ -40,7 +40,7 @@ export class Admission {
   readonly #incoming: string;
   readonly #validate: ValidateContext;
 
-  constructor(private readonly ctx: LoopContext, frameObjects: (() => Promise<ObjectStore>) | null, private readonly openRound: () => number) {
+  constructor(private readonly ctx: LoopContext, frameObjects: (() => Promise<FrameObjects>) | null, private readonly openRound: () => number) {
     const f = ctx.config.frames;
     this.#limits = { roots: f.roots, maxBytes: f.maxBytes, maxPixels: f.maxPixels, objects: frameObjects };
     this.#incoming = incomingDir(ctx.config.workDir, ctx.policy);

@@ -7,11 +7,9 @@
 import { realpathSync, statSync } from "node:fs";
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, resolve, sep } from "node:path";
-import { JetStreamApiCodes } from "@nats-io/jetstream";
-import type { ObjectStore } from "@nats-io/obj";
 import sharp from "sharp";
 import { HostFaultError, RolloutRejectedError } from "./errors.js";
-import { isApiError } from "./reconcile.js";
+import { readFrameObject, type FrameObjects } from "./frame-objects.js";
 import type { ImageRef } from "../contract/index.js";
 
 export interface FrameLimits {
@@ -20,7 +18,7 @@ export interface FrameLimits {
   maxBytes: number;
   maxPixels: number;
   /** the frames object store, opened on first use; null = {object} frames are refused as missing */
-  objects: (() => Promise<ObjectStore>) | null;
+  objects: (() => Promise<FrameObjects>) | null;
 }
 
 const ACCEPTED = new Set(["png", "jpeg", "webp"]);
@@ -46,7 +44,10 @@ sharp.concurrency(1);
 /** Read the encoded bytes of a frame, enforcing roots and frames.maxBytes. */
 export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<Buffer> {
   if ("path" in image) return readFramePath(image.path, limits);
-  if ("object" in image) return readFrameObject(image.object, limits);
+  if ("object" in image) {
+    if (!limits.objects) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(image.object)}: no frames object store configured`);
+    return readFrameObject(image.object, limits.objects, limits.maxBytes);
+  }
   // base64 is 4 chars per 3 bytes: refuse before decoding a huge string
   if ((image.png_base64.length * 3) / 4 > limits.maxBytes + 3) {
     throw new RolloutRejectedError("image_too_large", `inline frame of ~${Math.floor((image.png_base64.length * 3) / 4)} bytes exceeds frames.maxBytes ${limits.maxBytes}`);
@@ -212,30 +213,6 @@ export function frameFileFailure(cause: unknown, path: string): unknown {
   if (code === "ENOENT" || code === "ENOTDIR") return new RolloutRejectedError("image_missing", `frame file ${path} does not exist`, { cause });
   if (code === "EACCES" || code === "EPERM" || code === "ELOOP") return new RolloutRejectedError("image_unreadable", `frame file ${path} cannot be read (${code})`, { cause });
   return cause;
-}
-
-async function readFrameObject(name: string, limits: FrameLimits): Promise<Buffer> {
-  if (!limits.objects) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)}: no frames object store configured`);
-  let store: ObjectStore;
-  try {
-    store = await limits.objects();
-  } catch (cause) {
-    // a bucket that does not exist is the configuration's or the host's fault (frames.objectBucket mistyped, the
-    // bucket not made yet), as a disconnect is: never the rollout's, so judged again later
-    if (!isApiError(cause, JetStreamApiCodes.StreamNotFound)) throw cause;
-    throw new HostFaultError(`frame object ${JSON.stringify(name)}: the frames object store does not exist (frames.objectBucket)`, { cause });
-  }
-  const info = await store.info(name);
-  if (!info || info.deleted) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)} not found`);
-  if (info.size > limits.maxBytes) throw new RolloutRejectedError("image_too_large", `frame object ${JSON.stringify(name)} has ${info.size} bytes, frames.maxBytes is ${limits.maxBytes}`);
-  const data = await store.getBlob(name).catch((cause: unknown) => {
-    // chunks that do not hash to the object's digest are the object's fault, not a transient one: retrying reads
-    // the same chunks (nats.js names the mismatch in its message; it has no error code for it)
-    if (!/corrupt object|digests do not match/i.test(String((cause as Error)?.message))) throw cause;
-    throw new RolloutRejectedError("image_corrupt", `frame object ${JSON.stringify(name)}: its chunks do not match its digest`, { cause });
-  });
-  if (!data) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(name)} not found`);
-  return Buffer.from(data);
 }
 
 function insideAny(path: string, roots: readonly string[]): boolean {

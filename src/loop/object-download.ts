@@ -4,19 +4,7 @@
 import { createHash } from "node:crypto";
 import { open } from "node:fs/promises";
 import type { ObjectStore } from "@nats-io/obj";
-
-const STALLED = Symbol("stalled");
-
-/** The reader's next chunk, or STALLED when none comes within `ms`. */
-async function nextChunk(reader: ReadableStreamDefaultReader<Uint8Array>, ms: number): Promise<ReadableStreamReadResult<Uint8Array> | typeof STALLED> {
-  let timer: NodeJS.Timeout | undefined;
-  const stalled = new Promise<typeof STALLED>((resolve) => (timer = setTimeout(() => resolve(STALLED), ms)));
-  try {
-    return await Promise.race([reader.read(), stalled]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+import { isDigestMismatch, objectChunks } from "./object-chunks.js";
 
 /** The object is missing, or differs from what was recorded of it: retrying will not change that. */
 export class ObjectIntegrityError extends Error {
@@ -34,8 +22,8 @@ export interface RecordedObject {
 export const DOWNLOAD_STALL_MS = 120_000;
 
 /** Writes `file.object` to `target` (fsynced); an ObjectIntegrityError when it is missing or not as recorded. An
- *  object whose data does not come (its chunks missing: the client waits for them forever) fails after `stallMs`
- *  without a chunk, with an ordinary error: the caller's retry decides. */
+ *  object whose data does not come (its chunks missing, object-chunks.ts) fails after `stallMs` without a chunk,
+ *  with an ObjectStallError: the caller's retry decides. */
 export async function downloadObject(store: ObjectStore, file: RecordedObject, target: string, stallMs = DOWNLOAD_STALL_MS): Promise<void> {
   const result = await store.get(file.object);
   if (result === null) throw new ObjectIntegrityError(`object ${file.object} not found in bucket`);
@@ -43,26 +31,18 @@ export async function downloadObject(store: ObjectStore, file: RecordedObject, t
   const storeError = result.error.then(() => null, (err: Error) => err);
   const hash = createHash("sha256");
   const handle = await open(target, "w");
-  const reader = result.data.getReader();
   let size = 0;
-  let ended = false;
   try {
-    for (;;) {
-      const next = await nextChunk(reader, stallMs);
-      if (next === STALLED) {
-        throw new Error(`object ${file.object}: no data for ${stallMs / 1000} s after ${size} of ${file.size} bytes (its chunks missing, or the server unreachable)`);
-      }
-      if (next.done) break;
-      hash.update(next.value);
-      size += next.value.byteLength;
-      await handle.write(next.value);
+    for await (const chunk of objectChunks(file.object, result.data, stallMs)) {
+      hash.update(chunk);
+      size += chunk.byteLength;
+      await handle.write(chunk);
     }
-    ended = true;
     await handle.sync();
+  } catch (err) {
+    if (isDigestMismatch(err)) throw new ObjectIntegrityError(`object ${file.object}: ${(err as Error).message}`, { cause: err });
+    throw err;
   } finally {
-    // given up early (a stall, a failed write): the client's consumer stops instead of filling a stream nobody reads
-    if (!ended) await reader.cancel().catch(() => undefined);
-    reader.releaseLock();
     await handle.close();
   }
   const error = await storeError;

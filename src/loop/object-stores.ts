@@ -10,12 +10,23 @@ export function objectStores(nc: NatsConnection): Objm {
   return new Objm(nc);
 }
 
-/** Whether an object's data is in its store. The client keeps an object's chunks in stream OBJ_<bucket> under
- *  $O.<bucket>.C.<nuid> (NATS ADR-20), and a put that fails purges the chunks it had put, even when its metadata had
- *  landed (its reply lost): that metadata then names a digest over no data. */
+/** Whether an object's data is in its store: all of its chunks (missingChunks). */
 export async function chunksPresent(jsm: JetStreamManager, info: ObjectInfo): Promise<boolean> {
-  if (info.size === 0) return true;
-  return (await jsm.streams.getMessage(`OBJ_${info.bucket}`, { last_by_subj: chunkSubject(info) })) !== null;
+  return (await missingChunks(jsm, info)) === 0;
+}
+
+/**
+ * How many of an object's chunks are not in its store. The client keeps an object's chunks in stream OBJ_<bucket>
+ * under $O.<bucket>.C.<nuid> (NATS ADR-20), and its metadata can outlive them: a put that fails purges the chunks it
+ * had put, even when its metadata had landed (its reply lost), and a bucket's limits evict the oldest messages,
+ * chunks before the metadata written after them. Counted by the server's per-subject state (one request; a literal
+ * subject, so no scan).
+ */
+export async function missingChunks(jsm: JetStreamManager, info: ObjectInfo): Promise<number> {
+  if (info.chunks === 0) return 0;
+  const subject = chunkSubject(info);
+  const stream = await jsm.streams.info(`OBJ_${info.bucket}`, { subjects_filter: subject });
+  return Math.max(0, info.chunks - (stream.state.subjects?.[subject] ?? 0));
 }
 
 /** Purges an object's chunks (those of metadata that no longer names them). */
