@@ -12,6 +12,7 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fetchFolder, storeFolder } from "../src/loop/continuation.js";
+import { objectBytes, ObjectStallError } from "../src/loop/object-chunks.js";
 import { downloadObject, ObjectIntegrityError } from "../src/loop/object-download.js";
 import { chunksPresent, objectStores } from "../src/loop/object-stores.js";
 import { sha256, sha256File } from "../src/files.js";
@@ -134,6 +135,15 @@ describe("loop - a folder into the object store", () => {
     await jsm.streams.purge(`OBJ_${BUCKET}`, { filter: `$O.${BUCKET}.C.${info.nuid}` });
     await expect(downloadObject(store, { object: "p/chunkless.bin", sha256: sha256(data), size: data.length }, join(dir, "chunkless.bin"), 500))
       .rejects.toThrow(/no data for 0.5 s after 0 bytes/);
+  });
+
+  it("a small object's read (a manifest) gives its bytes, null when there is none, and stalls out when its data is gone", async () => {
+    const data = randomBytes(3000);
+    const info = await store.putBlob({ name: "p/small.json" }, data);
+    expect(Buffer.compare(Buffer.from((await objectBytes(store, "p/small.json", 5_000))!), data)).toBe(0);
+    expect(await objectBytes(store, "p/none.json", 5_000)).toBeNull();
+    await jsm.streams.purge(`OBJ_${BUCKET}`, { filter: `$O.${BUCKET}.C.${info.nuid}` });
+    await expect(objectBytes(store, "p/small.json", 300)).rejects.toBeInstanceOf(ObjectStallError);
   });
 
   it("a download of an object whose chunks do not hash to its digest is refused as not what was recorded", async () => {

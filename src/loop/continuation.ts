@@ -18,6 +18,7 @@ import { ADAPTER_BUCKET, adapterObjectPrefix, decodeWithNonFinite, encodeWithNon
 import { sha256File } from "../files.js";
 import { readManifest, writeManifest, type Manifest } from "./manifest.js";
 import { policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
+import { objectBytes } from "./object-chunks.js";
 import { downloadObject } from "./object-download.js";
 import { chunksPresent, purgeChunks } from "./object-stores.js";
 import type { StateRecord } from "./state.js";
@@ -122,8 +123,12 @@ export async function storeManifest(store: ObjectStore, manifest: Manifest): Pro
   await store.putBlob({ name: `${adapterObjectPrefix(manifest.policy, manifest.round)}/${MANIFEST_OBJECT}` }, new TextEncoder().encode(encodeWithNonFinite(manifest, 2)));
 }
 
+/** How long reading a manifest (a few kB, one chunk) may wait for its data: one gone from the store fails the start
+ *  that reads it rather than holding it for ever. */
+const MANIFEST_STALL_MS = 30_000;
+
 export async function fetchManifest(store: ObjectStore, policy: string, round: number): Promise<Manifest | null> {
-  const data = await store.getBlob(`${adapterObjectPrefix(policy, round)}/${MANIFEST_OBJECT}`);
+  const data = await objectBytes(store, `${adapterObjectPrefix(policy, round)}/${MANIFEST_OBJECT}`, MANIFEST_STALL_MS);
   return data === null ? null : parseManifest(decodeWithNonFinite(new TextDecoder().decode(data)));
 }
 

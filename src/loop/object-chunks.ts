@@ -3,6 +3,7 @@
 // last one, and an object whose metadata outlived its chunks (a put that failed after its metadata landed, whose
 // chunks the client then purged; a bucket's limits evicting the oldest messages, chunks before the metadata that
 // follows them) sends none. Every reader of stored objects goes through here, so none of them can hang on one.
+import type { ObjectStore } from "@nats-io/obj";
 
 /** No chunk came within the limit: the object's data is gone, or the server is not answering. */
 export class ObjectStallError extends Error {
@@ -53,4 +54,15 @@ export async function* objectChunks(object: string, data: ReadableStream<Uint8Ar
     if (!ended) await reader.cancel().catch(() => undefined);
     reader.releaseLock();
   }
+}
+
+/** The whole of a small object (a manifest), or null when there is none; an ObjectStallError when its data does not
+ *  come, the client's error when its chunks do not hash to its digest. */
+export async function objectBytes(store: ObjectStore, name: string, stallMs: number): Promise<Uint8Array | null> {
+  const result = await store.get(name);
+  if (!result) return null;
+  result.error.catch(() => undefined); // the same failure reaches the data stream, read below
+  const parts: Uint8Array[] = [];
+  for await (const chunk of objectChunks(name, result.data, stallMs)) parts.push(chunk);
+  return Buffer.concat(parts);
 }
