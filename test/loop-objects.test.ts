@@ -140,8 +140,8 @@ describe("loop - a folder into the object store", () => {
   it("a small object's read (a manifest) gives its bytes, null when there is none, and stalls out when its data is gone", async () => {
     const data = randomBytes(3000);
     const info = await store.putBlob({ name: "p/small.json" }, data);
-    expect(Buffer.compare(Buffer.from((await objectBytes(store, "p/small.json", 5_000))!), data)).toBe(0);
-    expect(await objectBytes(store, "p/none.json", 5_000)).toBeNull();
+    expect(Buffer.compare(Buffer.from((await objectBytes(store, "p/small.json", 30_000))!), data)).toBe(0);
+    expect(await objectBytes(store, "p/none.json", 30_000)).toBeNull();
     await jsm.streams.purge(`OBJ_${BUCKET}`, { filter: `$O.${BUCKET}.C.${info.nuid}` });
     await expect(objectBytes(store, "p/small.json", 300)).rejects.toBeInstanceOf(ObjectStallError);
   });
@@ -150,7 +150,7 @@ describe("loop - a folder into the object store", () => {
     const data = randomBytes(200_000);
     const info = await store.putBlob({ name: "p/tampered.bin" }, data);
     await jsm.jetstream().publish(`$O.${BUCKET}.C.${info.nuid}`, Buffer.alloc(16, 1)); // a chunk appended behind the store's back
-    const download = downloadObject(store, { object: "p/tampered.bin", sha256: sha256(data), size: data.length }, join(dir, "tampered.bin"), 5_000);
+    const download = downloadObject(store, { object: "p/tampered.bin", sha256: sha256(data), size: data.length }, join(dir, "tampered.bin"), 30_000);
     await expect(download).rejects.toBeInstanceOf(ObjectIntegrityError);
     await expect(download).rejects.toThrow(/digests do not match/);
   });
