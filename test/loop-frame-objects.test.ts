@@ -7,18 +7,16 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HostFaultError, RolloutRejectedError } from "../src/loop/errors.js";
+import { HostFaultError, isTransient, RolloutRejectedError } from "../src/loop/errors.js";
 import { frameObjectOpener, readFrameObject, type FrameObjects } from "../src/loop/frame-objects.js";
 import { objectStores } from "../src/loop/object-stores.js";
-import { testFrame } from "./helpers/loop.js";
+import { bytesStream, testFrame } from "./helpers/loop.js";
 import { startNatsServer, type NatsServer } from "./helpers/nats.js";
 
 const BUCKET = "rlloop-test-frames";
 /** The stall limit where the test expects a stall; reads of data that is there keep the daemon's own (a loaded CI
  *  machine can take longer than a short limit between two chunks). */
 const STALL_MS = 300;
-
-const streamOf = (data: Uint8Array) => new ReadableStream<Uint8Array>({ start: (c) => { c.enqueue(data); c.close(); } });
 
 describe("loop - frame objects", () => {
   let server: NatsServer;
@@ -45,7 +43,7 @@ describe("loop - frame objects", () => {
   /** An object of several 64-byte chunks, and the stream sequence of its first chunk. */
   const putChunked = async (name: string) => {
     const before = (await jsm.streams.info(`OBJ_${BUCKET}`)).state.last_seq;
-    const info = await store.put({ name, options: { max_chunk_size: 64 } }, streamOf(png));
+    const info = await store.put({ name, options: { max_chunk_size: 64 } }, bytesStream(png));
     expect(info.chunks).toBeGreaterThan(2);
     return { info, firstChunk: before + 1 };
   };
@@ -64,10 +62,40 @@ describe("loop - frame objects", () => {
     const { firstChunk } = await putChunked("gone/first-chunk.png");
     await jsm.streams.deleteMessage(`OBJ_${BUCKET}`, firstChunk);
     for (const name of ["gone/all.png", "gone/first-chunk.png"]) {
-      const err = await read(name).catch((e: unknown) => e);
+      // a stall limit as long as vitest's test timeout: only the count before the read can refuse it in time
+      const err = await read(name, opener, 600_000).catch((e: unknown) => e);
       expect(reason(err), name).toBe("image_missing");
       expect((err as Error).message).toMatch(/chunks are gone from the store/);
     }
+  });
+
+  it("refuses a link (not followed) and metadata that does not describe its data", async () => {
+    const target = await store.putBlob({ name: "target.png" }, png);
+    await store.link("link.png", target);
+    const link = await read("link.png").catch((e: unknown) => e);
+    expect(reason(link)).toBe("image_unreadable");
+    expect((link as Error).message).toMatch(/is a link/);
+    // metadata written by hand: a nuid that would make the chunks' count a wildcard's, and a chunk count that is not one
+    const metaSubject = (name: string) => `$O.${BUCKET}.M.${Buffer.from(name).toString("base64url").padEnd(Math.ceil(name.length / 3) * 4, "=")}`;
+    for (const [name, fields] of [["wild.png", { nuid: ">" }], ["uncounted.png", { chunks: "many" }]] as const) {
+      const meta = { ...target, name, ...fields, mtime: new Date().toISOString() };
+      await jsm.jetstream().publish(metaSubject(name), JSON.stringify(meta));
+      const err = await read(name).catch((e: unknown) => e);
+      expect(reason(err), name).toBe("image_corrupt");
+      expect((err as Error).message).toMatch(/metadata does not describe its data/);
+    }
+  });
+
+  it("a JetStream API error while judging (the bucket deleted since it was opened) is the host's, judged again later", async () => {
+    const other = await objectStores(nc).create("rlloop-test-frames-deleted");
+    await other.putBlob({ name: "f.png" }, png);
+    const objects = frameObjectOpener(nc, "rlloop-test-frames-deleted");
+    expect(Buffer.compare(await readFrameObject("f.png", objects, 1 << 20), png)).toBe(0);
+    await other.destroy();
+    const err = await readFrameObject("f.png", objects, 1 << 20).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(RolloutRejectedError);
+    expect(isTransient(err)).toBe(true);
   });
 
   it("refuses an object grown by chunks behind the store's back, and a missing one", async () => {

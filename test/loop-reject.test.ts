@@ -12,11 +12,9 @@ import { Daemon } from "../src/loop/daemon.js";
 import { incomingDir } from "../src/loop/paths.js";
 import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/contract/index.js";
 import { badEvents } from "../src/tools/sim/bad-events.js";
-import { CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { bytesStream, CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 const FRAMES_BUCKET = "test-frames";
-
-const blobStream = (data: Uint8Array) => new ReadableStream<Uint8Array>({ start: (c) => { c.enqueue(data); c.close(); } });
 
 describe("loop - rejects bad input with a specific reason", () => {
   let env: LoopEnv;
@@ -77,7 +75,7 @@ describe("loop - rejects bad input with a specific reason", () => {
     // more of them than intake judges at once (4): each one held its judgement for ever, so these stopped the stream
     for (let i = 0; i < 5; i++) await own(`object-chunkless-${i}`, "image_missing", { steps: [step({ object: "frames/chunkless.png" })] });
     const lastBefore = (await env.jsm.streams.info(`OBJ_${FRAMES_BUCKET}`)).state.last_seq;
-    const holed = await objects.put({ name: "frames/holed.png", options: { max_chunk_size: 64 } }, blobStream(png));
+    const holed = await objects.put({ name: "frames/holed.png", options: { max_chunk_size: 64 } }, bytesStream(png));
     expect(holed.chunks).toBeGreaterThan(2);
     await env.jsm.streams.deleteMessage(`OBJ_${FRAMES_BUCKET}`, lastBefore + 1); // its first chunk
     await own("object-chunk-evicted", "image_missing", { steps: [step({ object: "frames/holed.png" })] });

@@ -1,7 +1,7 @@
 // Named errors of the loop, and predicates so call sites never compare strings. Each takes Error's own
 // (message, { cause }) arguments; only RolloutRejectedError adds a field.
 import { errors as natsErrors } from "@nats-io/nats-core";
-import { JetStreamError } from "@nats-io/jetstream";
+import { JetStreamApiError, JetStreamError } from "@nats-io/jetstream";
 import type { RejectReason } from "../contract/index.js";
 
 /** The configuration is invalid, or what it names is unusable (a missing model, a trainer that cannot start). */
@@ -66,14 +66,15 @@ export class HostFaultError extends Error {
 const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);
 
 /**
- * A failure worth retrying later: NATS (a timeout, a disconnect, JetStream not answering) or the host's I/O. What is
+ * A failure worth retrying later: NATS (a timeout, a disconnect, JetStream not answering, or an API error: the
+ * server's state — a stream not there now, a leader being elected — never the rollout's) or the host's I/O. What is
  * neither (a TypeError, a RangeError such as a stack overflow) would fail the same way again: the caller rejects
  * instead of retrying forever.
  */
 export function isTransient(err: unknown): boolean {
   if (err instanceof natsErrors.TimeoutError || err instanceof natsErrors.ConnectionError || err instanceof natsErrors.RequestError
     || err instanceof natsErrors.NoRespondersError || err instanceof natsErrors.ClosedConnectionError || err instanceof JetStreamError
-    || err instanceof HostFaultError) return true;
+    || err instanceof JetStreamApiError || err instanceof HostFaultError) return true;
   const code = (err as NodeJS.ErrnoException | null)?.code;
   return typeof code === "string" && HOST_ERRNO.has(code);
 }

@@ -3,17 +3,19 @@
 // asks for the bucket's stream first, so a missing bucket surfaces as JetStream's StreamNotFound code and anything
 // else (a disconnect) as itself. A failed open is tried again next time.
 //
-// What the read refuses, and why: an object not there, larger than frames.maxBytes, whose chunks do not hash to its
-// digest, or whose data is gone while its metadata stays (object-stores.ts missingChunks) — each the rollout's
-// fault, the same on every later try. The last is checked before reading, because the client would wait for those
-// chunks for ever and hold the rollout's judgement (and the daemon's stop) with it; a read that still gets no chunk
-// for FRAME_STALL_MS (chunks evicted after the check, a server not answering) asks again which of the two it was.
+// What the read refuses, and why: an object not there, a link (not followed), metadata that does not describe its
+// data, larger than frames.maxBytes, chunks that do not hash to its digest, or data gone while the metadata stays
+// (object-stores.ts missingChunks) — each the rollout's fault, the same on every later try. Gone data is counted
+// before reading: with every chunk gone the client would wait for ever and hold the rollout's judgement (intake
+// judges 4 at once, so four such rollouts stopped the stream) and the daemon's stop with it. A read that still gets
+// no chunk for FRAME_STALL_MS (chunks gone after the count, a server not answering) counts again: gone → the
+// rollout's, all there → the host's, judged again later.
 import { JetStreamApiCodes, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import { loadOnce } from "../load-once.js";
 import { HostFaultError, RolloutRejectedError } from "./errors.js";
-import { isDigestMismatch, objectChunks, ObjectStallError } from "./object-chunks.js";
+import { collectChunks, isDigestMismatch, ObjectOverflowError, ObjectStallError } from "./object-chunks.js";
 import { missingChunks, objectStores } from "./object-stores.js";
 import { isApiError } from "./reconcile.js";
 
@@ -38,44 +40,57 @@ export function frameObjectOpener(nc: NatsConnection, bucket: string): () => Pro
 /** The encoded bytes of frame object `name`; a RolloutRejectedError with its reason when the object is at fault. */
 export async function readFrameObject(name: string, objects: () => Promise<FrameObjects>, maxBytes: number, stallMs = FRAME_STALL_MS): Promise<Buffer> {
   const label = `frame object ${JSON.stringify(name)}`;
-  let opened: FrameObjects;
+  const { store, jsm } = await open(objects, label);
+  // Looked at before the read because the client follows a link without a bound (a link to itself never returns)
+  // and into any bucket, creating one that does not exist.
+  refuseMetadata(await store.info(name), label, maxBytes);
+  const result = await store.get(name);
+  if (!result) throw new RolloutRejectedError("image_missing", `${label} not found`);
+  result.error.catch(() => undefined); // the same failure reaches the data stream, read below
   try {
-    opened = await objects();
+    // judged on the metadata the read goes by (a put that replaced the object since is read, and judged, as it is now)
+    refuseMetadata(result.info, label, maxBytes);
+    await refuseIfDataGone(jsm, result.info, label);
+  } catch (err) {
+    await result.data.cancel().catch(() => undefined); // stops the client's consumer
+    throw err;
+  }
+  try {
+    return await collectChunks(label, result.data, stallMs, result.info.size);
+  } catch (cause) {
+    if (cause instanceof ObjectOverflowError) throw new RolloutRejectedError("image_corrupt", `${label}: its chunks hold more than its ${result.info.size} bytes`, { cause });
+    if (isDigestMismatch(cause)) throw new RolloutRejectedError("image_corrupt", `${label}: its chunks do not match its digest`, { cause });
+    if (!(cause instanceof ObjectStallError)) throw cause;
+    await refuseIfDataGone(jsm, result.info, label);
+    throw new HostFaultError(cause.message, { cause });
+  }
+}
+
+async function open(objects: () => Promise<FrameObjects>, label: string): Promise<FrameObjects> {
+  try {
+    return await objects();
   } catch (cause) {
     // a bucket that does not exist is the configuration's or the host's fault (frames.objectBucket mistyped, the
     // bucket not made yet), as a disconnect is: never the rollout's, so judged again later
     if (!isApiError(cause, JetStreamApiCodes.StreamNotFound)) throw cause;
     throw new HostFaultError(`${label}: the frames object store does not exist (frames.objectBucket)`, { cause });
   }
-  const { store, jsm } = opened;
-  const info = await store.info(name);
+}
+
+/** An object the frame cannot be: none, a link, metadata that does not describe chunks, over frames.maxBytes. */
+function refuseMetadata(info: ObjectInfo | null, label: string, maxBytes: number): void {
   if (!info || info.deleted) throw new RolloutRejectedError("image_missing", `${label} not found`);
-  if (info.size > maxBytes) throw new RolloutRejectedError("image_too_large", `${label} has ${info.size} bytes, frames.maxBytes is ${maxBytes}`);
-  await refuseIfDataGone(jsm, info, label);
-  const result = await store.get(name);
-  if (!result) throw new RolloutRejectedError("image_missing", `${label} not found`);
-  result.error.catch(() => undefined); // the same failure reaches the data stream, read below
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of objectChunks(label, result.data, stallMs)) {
-      size += chunk.byteLength;
-      // more than its metadata says: chunks added behind the store's back (the digest cannot match); not buffered
-      if (size > info.size) throw new RolloutRejectedError("image_corrupt", `${label}: its chunks hold more than its ${info.size} bytes`);
-      parts.push(chunk);
-    }
-  } catch (cause) {
-    if (isDigestMismatch(cause)) throw new RolloutRejectedError("image_corrupt", `${label}: its chunks do not match its digest`, { cause });
-    if (!(cause instanceof ObjectStallError)) throw cause;
-    await refuseIfDataGone(jsm, info, label);
-    throw new HostFaultError(cause.message, { cause });
+  if (info.options?.link) throw new RolloutRejectedError("image_unreadable", `${label} is a link; links are not followed (put the frame itself)`);
+  // the nuid names the chunks' subject: anything but a plain token would make their count a wildcard's
+  if (!Number.isSafeInteger(info.size) || info.size < 0 || !Number.isSafeInteger(info.chunks) || info.chunks < 0 || !/^[A-Za-z0-9]+$/.test(info.nuid ?? "")) {
+    throw new RolloutRejectedError("image_corrupt", `${label}: its metadata does not describe its data (size ${info.size}, chunks ${info.chunks}, nuid ${JSON.stringify(info.nuid)})`);
   }
-  return Buffer.concat(parts, size);
+  if (info.size > maxBytes) throw new RolloutRejectedError("image_too_large", `${label} has ${info.size} bytes, frames.maxBytes is ${maxBytes}`);
 }
 
 async function refuseIfDataGone(jsm: JetStreamManager, info: ObjectInfo, label: string): Promise<void> {
   const missing = await missingChunks(jsm, info);
   if (missing > 0) {
-    throw new RolloutRejectedError("image_missing", `${label}: ${missing} of its ${info.chunks} chunks are gone from the store (its metadata outlived its data: a put that failed, or the bucket's limits)`);
+    throw new RolloutRejectedError("image_missing", `${label}: ${missing} of its ${info.chunks} chunks are gone from the store (its metadata outlived its data: a put that failed, or the bucket's age limit)`);
   }
 }

@@ -25,15 +25,17 @@ export const DOWNLOAD_STALL_MS = 120_000;
  *  object whose data does not come (its chunks missing, object-chunks.ts) fails after `stallMs` without a chunk,
  *  with an ObjectStallError: the caller's retry decides. */
 export async function downloadObject(store: ObjectStore, file: RecordedObject, target: string, stallMs = DOWNLOAD_STALL_MS): Promise<void> {
-  const result = await store.get(file.object);
-  if (result === null) throw new ObjectIntegrityError(`object ${file.object} not found in bucket`);
-  // read below once the data ended; handled from the start (a download given up early never reads it)
-  const storeError = result.error.then(() => null, (err: Error) => err);
-  const hash = createHash("sha256");
+  // the file first: a get starts the client's consumer, which nobody would read if the open failed
   const handle = await open(target, "w");
+  const hash = createHash("sha256");
   let size = 0;
+  let storeError: Promise<Error | null> = Promise.resolve(null);
   try {
-    for await (const chunk of objectChunks(file.object, result.data, stallMs)) {
+    const result = await store.get(file.object);
+    if (result === null) throw new ObjectIntegrityError(`object ${file.object} not found in bucket`);
+    // read below once the data ended; handled from the start (a download given up early never reads it)
+    storeError = result.error.then(() => null, (err: Error) => err);
+    for await (const chunk of objectChunks(`object ${file.object}`, result.data, stallMs)) {
       hash.update(chunk);
       size += chunk.byteLength;
       await handle.write(chunk);

@@ -18,9 +18,10 @@ export async function chunksPresent(jsm: JetStreamManager, info: ObjectInfo): Pr
 /**
  * How many of an object's chunks are not in its store. The client keeps an object's chunks in stream OBJ_<bucket>
  * under $O.<bucket>.C.<nuid> (NATS ADR-20), and its metadata can outlive them: a put that fails purges the chunks it
- * had put, even when its metadata had landed (its reply lost), and a bucket's limits evict the oldest messages,
- * chunks before the metadata written after them. Counted by the server's per-subject state (one request; a literal
- * subject, so no scan).
+ * had put, even when its metadata had landed (its reply lost), and a bucket's age limit (max_age; a stream made
+ * by hand with discard-old limits too) removes the oldest messages, chunks before the metadata written after them.
+ * Counted by the server's per-subject state, one request (a literal subject: callers that take the nuid from
+ * metadata others wrote check it is a plain token, frame-objects.ts).
  */
 export async function missingChunks(jsm: JetStreamManager, info: ObjectInfo): Promise<number> {
   if (info.chunks === 0) return 0;

@@ -108,6 +108,11 @@ function externalServer(nats: NonNullable<LoopEnvOptions["nats"]>): NatsServer {
   return { url: nats.url, port: 0, storeDir: "", monitorUrl: noMonitor, shutdown: refuse, restart: refuse, stop: () => nats.stop() };
 }
 
+/** `data` as a byte stream, what an object store's put reads. */
+export function bytesStream(data: Uint8Array): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({ start: (c) => { c.enqueue(data); c.close(); } });
+}
+
 let framePng: Promise<Buffer> | null = null;
 /** A small real PNG frame (64x48), the same for every step (frames are not what these suites test). */
 export function testFrame(): Promise<Buffer> {
