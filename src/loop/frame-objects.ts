@@ -40,7 +40,7 @@ export function frameObjectOpener(nc: NatsConnection, bucket: string): () => Pro
 /** The encoded bytes of frame object `name`; a RolloutRejectedError with its reason when the object is at fault. */
 export async function readFrameObject(name: string, objects: () => Promise<FrameObjects>, maxBytes: number, stallMs = FRAME_STALL_MS): Promise<Buffer> {
   const label = `frame object ${JSON.stringify(name)}`;
-  const { store, jsm } = await open(objects, label);
+  const { store, jsm } = await openStore(objects, label);
   // Looked at before the read because the client follows a link without a bound (a link to itself never returns)
   // and into any bucket, creating one that does not exist.
   refuseMetadata(await store.info(name), label, maxBytes);
@@ -66,7 +66,7 @@ export async function readFrameObject(name: string, objects: () => Promise<Frame
   }
 }
 
-async function open(objects: () => Promise<FrameObjects>, label: string): Promise<FrameObjects> {
+async function openStore(objects: () => Promise<FrameObjects>, label: string): Promise<FrameObjects> {
   try {
     return await objects();
   } catch (cause) {
