@@ -77,7 +77,8 @@ describe("loop - frame objects", () => {
     expect((link as Error).message).toMatch(/is a link/);
     // metadata written by hand: a nuid that would make the chunks' count a wildcard's, and a chunk count that is not one
     const metaSubject = (name: string) => `$O.${BUCKET}.M.${Buffer.from(name).toString("base64url").padEnd(Math.ceil(name.length / 3) * 4, "=")}`;
-    for (const [name, fields] of [["wild.png", { nuid: ">" }], ["uncounted.png", { chunks: "many" }]] as const) {
+    const malformed = [["wild.png", { nuid: ">" }], ["uncounted.png", { chunks: "many" }], ["no-chunks.png", { chunks: 0 }], ["empty-chunks.png", { chunks: target.size + 1 }]] as const;
+    for (const [name, fields] of malformed) {
       const meta = { ...target, name, ...fields, mtime: new Date().toISOString() };
       await jsm.jetstream().publish(metaSubject(name), JSON.stringify(meta));
       const err = await read(name).catch((e: unknown) => e);

@@ -75,6 +75,16 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
     await env.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY));
   });
 
+  it("a stop() while the consumer is being opened ends its messages instead of leaving them waiting", async () => {
+    const config = parseConfig(env.config({}));
+    const intake = new Intake(env.js, env.jsm, { policy: POLICY, consumer: config.consumer, round: config.round, startSeq: () => 1 }, pino({ level: "silent" }));
+    const messages = intake.messages();
+    const first = messages.next(); // opening the consumer: no message in the stream to end the wait
+    await intake.stop();
+    expect(await first).toEqual({ done: true, value: undefined });
+    await env.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY));
+  });
+
   it("a change the server refuses is a ConfigError naming the resource and the server's reason", async () => {
     // another stream took the events stream's subjects
     await env.jsm.streams.delete(EVENT_STREAM);

@@ -81,8 +81,11 @@ async function openStore(objects: () => Promise<FrameObjects>, label: string): P
 function refuseMetadata(info: ObjectInfo | null, label: string, maxBytes: number): void {
   if (!info || info.deleted) throw new RolloutRejectedError("image_missing", `${label} not found`);
   if (info.options?.link) throw new RolloutRejectedError("image_unreadable", `${label} is a link; links are not followed (put the frame itself)`);
-  // the nuid names the chunks' subject: anything but a plain token would make their count a wildcard's
-  if (!Number.isSafeInteger(info.size) || info.size < 0 || !Number.isSafeInteger(info.chunks) || info.chunks < 0 || !/^[A-Za-z0-9]+$/.test(info.nuid ?? "")) {
+  // the nuid names the chunks' subject: anything but a plain token would make their count a wildcard's; data needs
+  // a chunk, and a chunk is not empty (no chunks for bytes would read as none missing, then stall as the host's)
+  const counts = Number.isSafeInteger(info.size) && Number.isSafeInteger(info.chunks) && info.size >= 0 && info.chunks >= 0
+    && (info.size === 0) === (info.chunks === 0) && info.chunks <= info.size;
+  if (!counts || !/^[A-Za-z0-9]+$/.test(info.nuid ?? "")) {
     throw new RolloutRejectedError("image_corrupt", `${label}: its metadata does not describe its data (size ${info.size}, chunks ${info.chunks}, nuid ${JSON.stringify(info.nuid)})`);
   }
   if (info.size > maxBytes) throw new RolloutRejectedError("image_too_large", `${label} has ${info.size} bytes, frames.maxBytes is ${maxBytes}`);

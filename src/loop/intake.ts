@@ -91,6 +91,12 @@ export class Intake {
         // pulls that expire after 10 s (heartbeats every 5 s): a consumer whose leader died (a cluster node lost) is
         // pulled from its new leader within ~10 s, not after the default 30 s
         this.#messages = await consumer.consume({ max_messages: this.opts.consumer.fetchBatch, expires: PULL_EXPIRES_MS });
+        // a stop() while it was being opened closed the one before (or none): this one would wait for a message.
+        // stop(), not close(): close() resolves once an iteration has seen the stop, and none will iterate this one
+        if (this.#stopped) {
+          this.#messages.stop();
+          break;
+        }
         void this.#watch(this.#messages);
         for await (const msg of this.#messages) yield msg;
       } catch (err) {
