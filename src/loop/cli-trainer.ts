@@ -9,6 +9,7 @@ import type { TrainJob } from "../contract/index.js";
 import { writeFileAtomic } from "../files.js";
 import { PACKAGE_ROOT, type TrainerConfig } from "./config/index.js";
 import { TrainerError } from "./errors.js";
+import { endGroup, trackGroup } from "./process-group.js";
 import { readTrainerOutput, type RoundTrainer, type TrainRun } from "./trainer.js";
 import type { PpoStats } from "../contract/index.js";
 
@@ -57,23 +58,29 @@ export class CliRoundTrainer implements RoundTrainer {
     const [file, ...prefix] = this.#command;
     const args = [...prefix, ...seedFlags(job), ...(this.#custom ? this.config.extraArgs : rlloopFlags(job, this.config))];
     await rm(job.out, { recursive: true, force: true });
-    const result = await execa(file as string, args, {
-      cwd: job.image_base ?? undefined,
-      env: this.config.env,
-      all: true,
-      reject: false,
-      timeout: this.config.timeoutS === null ? undefined : this.config.timeoutS * 1000,
-      forceKillAfterDelay: 5000,
-    });
+    // its own process group, ended as a whole (process-group.ts): at its time limit, and when the command exits,
+    // so that workers it left behind neither keep the GPU nor hold the output pipe the result waits for
+    const child = execa(file as string, args, { cwd: job.image_base ?? undefined, env: this.config.env, all: true, reject: false, detached: true });
+    trackGroup(child.pid);
+    let timedOut = false;
+    const limit = this.config.timeoutS === null ? null : setTimeout(() => {
+      timedOut = true;
+      endGroup(child.pid);
+    }, this.config.timeoutS * 1000);
+    child.once("exit", () => endGroup(child.pid));
+    const result = await child.finally(() => clearTimeout(limit ?? undefined));
     await writeFileAtomic(run.logFile, result.all ?? "");
-    if (result.failed) {
-      const tail = (result.all ?? "").split("\n").slice(-15).join("\n");
-      throw new TrainerError(`trainer failed on ${run.label}: ${result.shortMessage}\n${tail}`);
-    }
+    if (timedOut) throw new TrainerError(`trainer timed out on ${run.label} after trainer.timeoutS ${this.config.timeoutS} s\n${tail(result.all)}`);
+    if (result.failed) throw new TrainerError(`trainer failed on ${run.label}: ${result.shortMessage}\n${tail(result.all)}`);
     return readTrainerOutput(job.out);
   }
 
   async close(): Promise<void> {}
+}
+
+/** The output's last lines, for the error. */
+function tail(all: string | undefined): string {
+  return (all ?? "").split("\n").slice(-15).join("\n");
 }
 
 async function executable(file: string): Promise<boolean> {

@@ -1,0 +1,80 @@
+// A custom trainer.command that is a wrapper with workers of its own (a shell script, torchrun): a worker holding the
+// command's output, and the command hung (past trainer.timeoutS) or exited. The job must end either way — execa's
+// result waits for the output pipe's end, so a kill of the command alone left a timed-out job, its round and the
+// stream behind it waiting for ever — and no worker may outlive its job (it would keep the GPU). Real processes.
+import { existsSync, readFileSync } from "node:fs";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TrainJob } from "../src/contract/index.js";
+import { CliRoundTrainer } from "../src/loop/cli-trainer.js";
+import { parseConfig } from "../src/loop/config/index.js";
+import { TrainerError } from "../src/loop/errors.js";
+import { waitFor } from "./helpers/loop.js";
+
+/** A wrapper that starts a worker sharing its output (the worker writes its pid), then hangs or writes a round's
+ *  outputs and exits. */
+const WRAPPER = `#!/usr/bin/env bash
+set -e
+out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+sleep 600 &
+echo $! > "$WORKER_PID_FILE"
+echo "worker started"
+if [ "$MODE" = hang ]; then sleep 600; fi
+mkdir -p "$out"
+echo '{}' > "$out/adapter_config.json"
+echo x > "$out/adapter_model.safetensors"
+echo '{"pg_loss":0,"kl":0,"clip_frac":0,"logp_gap":0,"logp_gap_abs":0,"rows":1,"train_s":0}' > "$out/stats.json"
+`;
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("loop - a trainer command with workers of its own", () => {
+  let dir: string;
+  let script: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "rlloop-cli-trainer-"));
+    script = join(dir, "wrapper.sh");
+    await writeFile(script, WRAPPER);
+    await chmod(script, 0o755);
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const job = (name: string): TrainJob => ({
+    kind: "ppo", data: join(dir, "train.jsonl"), adapter: "a", ref: "r", out: join(dir, name), epochs: 1, lr: 1e-5, batch: 1,
+    accumulation: 1, seed: 0, image_base: dir, prompt: null, tis_cap: null, mismatch_stats: false,
+  } as TrainJob);
+  const trainer = (mode: string, timeoutS: number | null) => {
+    const pidFile = join(dir, `worker-${mode}.pid`);
+    const config = parseConfig({ trainer: { command: [script], timeoutS, env: { MODE: mode, WORKER_PID_FILE: pidFile } } });
+    return { trainer: new CliRoundTrainer(config.trainer), workerPid: () => Number(readFileSync(pidFile, "utf8")) };
+  };
+
+  it("a command past trainer.timeoutS ends with its workers, though a worker held its output", async () => {
+    const { trainer: t, workerPid } = trainer("hang", 1);
+    const err = await t.train(job("out-hang"), { label: "round 1 attempt 1", logFile: join(dir, "hang.log") }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TrainerError);
+    expect((err as Error).message).toMatch(/timed out on round 1 attempt 1 after trainer.timeoutS 1 s/);
+    expect(readFileSync(join(dir, "hang.log"), "utf8")).toContain("worker started");
+    await waitFor("the worker ended", async () => !alive(workerPid()));
+  });
+
+  it("a command that exits while a worker still holds its output gives its result, and the worker is ended", async () => {
+    const { trainer: t, workerPid } = trainer("exit", null);
+    const stats = await t.train(job("out-exit"), { label: "round 2 attempt 1", logFile: join(dir, "exit.log") });
+    expect(stats.rows).toBe(1);
+    expect(existsSync(join(dir, "out-exit", "stats.json"))).toBe(true);
+    await waitFor("the worker ended", async () => !alive(workerPid()));
+  });
+});
