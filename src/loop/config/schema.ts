@@ -121,7 +121,7 @@ const Trainer = z.strictObject({
   // the job's contract in every round and none of the probe's (seed 0), and poison isolation would blame the rollouts
   seed: doc(nonNegativeInt().max(2 ** 32 - 1).default(0), "round N trains with seed `trainer.seed + N` (recorded in the manifest, so replay repeats it); at most 2^32 - 1"),
   env: doc(z.record(z.string(), z.string()).default({}), "extra environment of the trainer processes (e.g. `CUDA_VISIBLE_DEVICES`); values are never logged"),
-  timeoutS: doc(seconds().nullable().default(null), "a training run (a round, a probe, a part of a round being isolated) past this long is killed and counts as failed; null = no limit"),
+  timeoutS: doc(seconds().nullable().default(3600), "a training run (a round, a probe, a part of a round being isolated) past this long is killed and counts as failed (a rank hung on its GPU would otherwise hold the round, and the stream, for ever); far above a round's time by default (256 rows of the 9B model: ~25 s on one H200), raise it for rounds that take longer; null = no limit"),
   startTimeoutS: doc(seconds().default(900), "the resident ranks must have started and loaded the model within this long"),
   probeAtStart: doc(z.boolean().default(true), "train a tiny known-good probe job before the first pull, so a broken trainer stops the start instead of the first round"),
   retryMinS: doc(seconds().default(5), "first wait before retrying a round whose trainer or host failed (doubling up to `trainer.retryMaxS`, for as long as it takes)"),
