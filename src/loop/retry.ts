@@ -1,6 +1,7 @@
 // Retrying a step that must eventually succeed (commit, publish, the records of a committed round) through NATS
-// outages: p-retry with no limit on attempts, backoff 0.5 s doubling to 15 s; `fatal` errors and a stop request end
-// the retries with the last error. A step still failing after `health.after` attempts is reported (the daemon says
+// outages: p-retry with no limit on attempts, backoff 0.5 s doubling to 15 s; `fatal` errors end the retries with
+// the last error, and the daemon's stop ends them at once, its wait between two attempts too (a step left undone by a
+// stop is one a kill could have left: the next start resumes it). A step still failing after `health.after` attempts is reported (the daemon says
 // `degraded` with the cause: a retry that never gives up must not look healthy), and the report is withdrawn when it
 // succeeds.
 import pRetry from "p-retry";
@@ -10,21 +11,24 @@ export interface RetryOptions {
   what: string;
   log: Logger;
   fatal?: (err: unknown) => boolean;
-  stopped?: () => boolean;
+  /** the daemon's stop (LoopContext.stopSignal) */
+  stop?: AbortSignal;
   health?: { after: number; degraded(cause: string): void; recovered(): void };
 }
 
 export async function retrying<T>(step: () => Promise<T>, opts: RetryOptions): Promise<T> {
   let reported = false;
+  const stopped = () => opts.stop?.aborted ?? false;
   const result = await pRetry(step, {
     retries: Number.POSITIVE_INFINITY,
     minTimeout: 500,
     maxTimeout: 15_000,
     factor: 2,
     randomize: false,
-    shouldRetry: ({ error }) => !(opts.fatal?.(error) ?? false) && !(opts.stopped?.() ?? false),
+    ...(opts.stop ? { signal: opts.stop } : {}),
+    shouldRetry: ({ error }) => !(opts.fatal?.(error) ?? false) && !stopped(),
     onFailedAttempt: ({ error, attemptNumber }) => {
-      if (opts.fatal?.(error) || opts.stopped?.()) return;
+      if (opts.fatal?.(error) || stopped()) return;
       opts.log.warn({ err: error, attempt: attemptNumber }, `${opts.what} failed; retrying`);
       if (opts.health && attemptNumber >= opts.health.after) {
         reported = true;

@@ -122,7 +122,7 @@ export class RoundRunner {
     await this.#recordRejections(trained.manifest);
     clock.lap("adapter");
     setPhase(ctx, "committing");
-    await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
+    await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
     clock.lap("ids");
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
@@ -133,13 +133,13 @@ export class RoundRunner {
       const record = await storeContinuation(this.deps.adapters, ctx.nats.jsm, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
       await storeManifest(this.deps.adapters, committed);
       return record;
-    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isLeaseError });
+    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isLeaseError });
     clock.lap("objects");
     // without the lease, nothing is committed (lease.ts); the compare-and-set refuses a second writer anyway
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
       return this.deps.states.commit(next, ctx.state.revision);
-    }, { what: `commit of round ${manifest.round}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
+    }, { what: `commit of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
     clock.lap("state");
     ctx.metrics.stepSeconds.observe({ step: "commit" }, clock.totalSeconds());
@@ -179,7 +179,7 @@ export class RoundRunner {
     const target = await retrying(() => targetFolder(this.deps.adapters, record, judged.target, ctx.config.workDir, ctx.log).catch((err: unknown) => {
       if (isRollbackRefused(err)) return null;
       throw err;
-    }), { what: `rollback target of round ${round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
+    }), { what: `rollback target of round ${round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
     if (target === null) {
       ctx.log.error({ round, verdict: judged }, "the guard found a regression but the better adapter is not kept: no rollback");
       return verdict;
@@ -209,13 +209,13 @@ export class RoundRunner {
     const prev = ctx.state.record;
     // NATS or the disk failing meanwhile is retried; only what cannot be done as asked ends the request
     const target = await retrying(() => targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log),
-      { what: `rollback target round ${to}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isRollbackRefused });
+      { what: `rollback target round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isRollbackRefused });
     const next = await retrying(async () => storeContinuation(this.deps.adapters, ctx.nats.jsm, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }), prev),
-      { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping, fatal: isRollbackRefused });
+      { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isRollbackRefused });
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
       return this.deps.states.commit(next, ctx.state.revision);
-    }, { what: `commit of the rollback to round ${to}`, log: ctx.log, health: this.#health(), fatal: (err) => isStateConflict(err) || isLeaseError(err) });
+    }, { what: `commit of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => isStateConflict(err) || isLeaseError(err) });
     ctx.state = { record: next, revision };
     ctx.guard = verdictOf(next, ctx.config.guard);
     ctx.log.warn({ from: prev.adapter.round, to, reason }, "rolled back by hand");
@@ -227,7 +227,7 @@ export class RoundRunner {
   async announce(record: StateRecord): Promise<AdapterRolledBack> {
     const { ctx } = this;
     setPhase(ctx, "publishing");
-    const result = await retrying(() => announceRollback(ctx.nats, record), { what: `rollback announcement ${record.rollback?.seq}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping });
+    const result = await retrying(() => announceRollback(ctx.nats, record), { what: `rollback announcement ${record.rollback?.seq}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
     if (result.announced) {
       ctx.metrics.rollbacks.inc({ trigger: result.event.trigger });
       ctx.log.info({ to: result.event.round, from: result.event.from.round, seq: result.event.seq }, "rollback announced");
@@ -438,7 +438,7 @@ export class RoundRunner {
     const { ctx } = this;
     for (const p of manifest.poisoned) {
       await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: "poison", message: p.error, round: manifest.round }), {
-        what: "poison rejection", log: ctx.log, health: this.#health(),
+        what: "poison rejection", log: ctx.log, health: this.#health(), stop: ctx.stopSignal,
       });
     }
   }
@@ -504,7 +504,7 @@ export class RoundRunner {
     const stored = ctx.state.record.adapter.round === round ? ctx.state.record.adapter.objects : undefined;
     const result = await retrying(() => publishAdapter(ctx.nats, this.deps.adapters, { policy: ctx.policy, round, adapterDir, stats, ...(parent == null ? {} : { parent }), ...(stored ? { stored } : {}) }, {
       afterPut: () => pausePoint("publishing", round, ctx.log),
-    }), { what: `publish of round ${round}`, log: ctx.log, health: this.#health(), stopped: () => ctx.stopping }).catch((err: unknown) => {
+    }), { what: `publish of round ${round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal }).catch((err: unknown) => {
       if (!ctx.stopping) throw err;
       // committed and acked already: the next start publishes it (daemon.ts), so a stop is not a failure
       ctx.log.warn({ err, round }, "publish interrupted by the stop; the next start publishes this round");
