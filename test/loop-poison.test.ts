@@ -318,6 +318,21 @@ describe("loop - own-server mode and status when NATS is down", () => {
     }
   });
 
+  it("a stop() while the daemon waits for a NATS server that is not up ends the start cleanly, at once", async () => {
+    const env = await startLoopEnv();
+    try {
+      const workDir = join(env.dir, "waiting");
+      mkdirSync(workDir, { recursive: true });
+      const daemon = new Daemon({ config: parseConfig(env.config({ ...quiet, workDir, nats: { url: "nats://127.0.0.1:1" } })) });
+      const starting = daemon.start();
+      await sleep(1500); // most likely in the wait between two attempts (0.5 s doubling); a stop before it ends it too
+      await daemon.stop();
+      await expect(starting).resolves.toBeUndefined();
+    } finally {
+      await env.close();
+    }
+  });
+
   it("rlloop status honours --timeout when NATS is unreachable", async () => {
     const dir = mkdtempSync(join(tmpdir(), "rlloop-status-"));
     const file = join(dir, "config.json");

@@ -12,7 +12,7 @@ import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import { redactUrl, type Config } from "./config/index.js";
 import { permanentFailure } from "./connect-failure.js";
-import { ConfigError } from "./errors.js";
+import { ConfigError, StopRequestedError } from "./errors.js";
 import { natsAuth } from "./nats-auth.js";
 import { ensureStream } from "./reconcile.js";
 import { EVENT_STREAM, EVENT_STREAM_SUBJECTS, ROLLOUT_STREAM, ROLLOUT_STREAM_SUBJECTS } from "../contract/index.js";
@@ -68,6 +68,8 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** where the wait for a server that is not up yet is logged */
   log?: Logger;
+  /** ends that wait (the daemon stopped while starting): StopRequestedError */
+  signal?: AbortSignal;
 }
 
 /**
@@ -88,7 +90,9 @@ export async function connectNats(nats: Config["nats"], url: string, opts: Conne
       if (reason !== null) throw new ConfigError(reason, { cause: err });
       if (opts.timeoutMs !== undefined) throw err;
       if (attempt === 1 || attempt % 10 === 0) opts.log?.warn({ url: failed.shownUrl, attempt, err: (err as Error).message }, "waiting for NATS");
-      await sleep(waitMs);
+      await sleep(waitMs, undefined, opts.signal ? { signal: opts.signal } : {}).catch((cause: unknown) => {
+        throw new StopRequestedError("stopped while waiting for NATS", { cause });
+      });
       waitMs = Math.min(MAX_WAIT_MS, waitMs * 2);
     }
   }

@@ -83,7 +83,7 @@ export class Daemon {
   #closingAfterFailedStart = false;
   #stopRequested = false;
   readonly #stopper = new AbortController();
-  readonly #leaseWait = new AbortController();
+  readonly #startWaits = new AbortController();
   #fatal: Error | null = null;
   #resolveClosed!: (err: Error | null) => void;
   /** resolves when the daemon stopped; with the fatal error when it stopped because of one */
@@ -114,7 +114,7 @@ export class Daemon {
       opened = await this.#open();
     } catch (err) {
       await this.#closeAfterFailedStart();
-      // a standby stopped while it waited for the lease: a clean stop
+      // stopped while it waited for NATS or (a standby) for the lease: a clean stop
       if (this.#stopRequested && isStopRequested(err)) return this.#resolveClosed(null);
       this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns, and so does `closed`
       throw err;
@@ -142,7 +142,7 @@ export class Daemon {
     await this.#trainer.start();
     this.#trainerReady = true;
     const url = await this.#natsUrl();
-    const nats = await connectNats(config.nats, url, { log: this.log });
+    const nats = await connectNats(config.nats, url, { log: this.log, signal: this.#startWaits.signal });
     this.#nats = nats;
     this.natsUrl = url;
     this.#connected = true;
@@ -153,7 +153,7 @@ export class Daemon {
     // a standby waits here, checked and with its trainer started, until the active daemon stops renewing the lease
     const lease = await Lease.acquire({
       kv: stateBucket, js: nats.js, policy: config.policy.name, ttlS: config.lease.ttlS, workDir: config.workDir,
-      standby: config.lease.standby, signal: this.#leaseWait.signal, log: this.log, onLost: (err) => this.#onFatal(err),
+      standby: config.lease.standby, signal: this.#startWaits.signal, log: this.log, onLost: (err) => this.#onFatal(err),
     });
     this.#lease = lease;
     await ensureStreams(nats.jsm, config.stream, this.log);
@@ -203,7 +203,7 @@ export class Daemon {
   async stop(): Promise<void> {
     if (this.#opening) {
       this.#stopRequested = true;
-      this.#leaseWait.abort(); // ends a standby's wait for the lease; any other opening step is waited for
+      this.#startWaits.abort(); // ends a wait for NATS or (a standby's) for the lease; any other opening step is waited for
       return void (await this.closed);
     }
     const running = this.#running;
