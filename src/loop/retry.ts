@@ -1,9 +1,9 @@
 // Retrying a step that must eventually succeed (commit, publish, the records of a committed round) through NATS
 // outages: p-retry with no limit on attempts, backoff 0.5 s doubling to 15 s; `fatal` errors end the retries with
-// the last error, and the daemon's stop ends them at once, its wait between two attempts too (a step left undone by a
-// stop is one a kill could have left: the next start resumes it). A step still failing after `health.after` attempts is reported (the daemon says
-// `degraded` with the cause: a retry that never gives up must not look healthy), and the report is withdrawn when it
-// succeeds.
+// the last error, and the daemon's stop ends them at once, its wait between two attempts too (a step left undone by
+// a stop is one a kill could have left: the next start resumes it). A step still failing after `health.after`
+// attempts is reported (the daemon says `degraded` with the cause: a retry that never gives up must not look
+// healthy), and the report is withdrawn when it succeeds.
 import pRetry from "p-retry";
 import type { Logger } from "pino";
 
