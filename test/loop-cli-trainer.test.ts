@@ -62,10 +62,10 @@ describe("loop - a trainer command with workers of its own", () => {
   };
 
   it("a command past trainer.timeoutS ends with its workers, though a worker held its output", async () => {
-    const { trainer: t, workerPid } = trainer("hang", 1);
+    const { trainer: t, workerPid } = trainer("hang", 3); // room for bash to start its worker on a loaded machine
     const err = await t.train(job("out-hang"), { label: "round 1 attempt 1", logFile: join(dir, "hang.log") }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TrainerError);
-    expect((err as Error).message).toMatch(/timed out on round 1 attempt 1 after trainer.timeoutS 1 s/);
+    expect((err as Error).message).toMatch(/timed out on round 1 attempt 1 after trainer.timeoutS 3 s/);
     expect(readFileSync(join(dir, "hang.log"), "utf8")).toContain("worker started");
     await waitFor("the worker ended", async () => !alive(workerPid()));
   });
