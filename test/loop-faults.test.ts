@@ -70,6 +70,15 @@ describe("loop - faults", () => {
     expect(await answer).toMatch(/the daemon stopped before the rollback's turn/);
   });
 
+  it("faults - a stop while a round trains lets the training finish and commits it: nothing is trained twice", async () => {
+    const e = await start({ log: { level: "error" }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "2000" } } });
+    await publishRollouts(e.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("drain", i, { steps: 2 }))));
+    await waitFor("round 1 training", async () => ((await readManifest(roundDir(e.workDir, POLICY, 1)).catch(() => null))?.status === "training" ? true : null));
+    await daemon!.stop();
+    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
+    expect([manifest?.status, manifest?.attempts]).toEqual(["committed", 1]);
+  });
+
   it("faults - a deleted consumer is re-created and intake continues", async () => {
     const e = await start({ log: { level: (process.env.TEST_LOG_LEVEL ?? "warn") as "warn" } });
     const first = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("del-a", i, { steps: 2 })));
