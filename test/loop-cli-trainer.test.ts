@@ -1,9 +1,11 @@
 // A custom trainer.command that is a wrapper with workers of its own (a shell script, torchrun): a worker holding the
-// command's output, and the command hung (past trainer.timeoutS) or exited. The job must end either way — execa's
-// result waits for the output pipe's end, so a kill of the command alone left a timed-out job, its round and the
-// stream behind it waiting for ever — and no worker may outlive its job (it would keep the GPU). Real processes.
+// command's output, and the command hung (past trainer.timeoutS) or exited. The job must end either way — with the
+// output on a pipe, execa's result waited for the pipe's end, so a kill of the command alone left a timed-out job,
+// its round and the stream behind it waiting for ever — and no worker in the command's group may outlive its job (it
+// would keep the GPU). Real processes.
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { execa } from "execa";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,14 +13,14 @@ import type { TrainJob } from "../src/contract/index.js";
 import { CliRoundTrainer } from "../src/loop/cli-trainer.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { TrainerError } from "../src/loop/errors.js";
-import { waitFor } from "./helpers/loop.js";
+import { REPO, waitFor } from "./helpers/loop.js";
 
-/** A wrapper that starts a worker sharing its output (the worker writes its pid), then hangs or writes a round's
- *  outputs and exits. */
+/** A wrapper that starts a worker sharing its output (its pid written down; in a session of its own with MODE
+ *  escape, as torchrun starts its workers), then hangs or writes a round's outputs and exits. */
 const WRAPPER = `#!/usr/bin/env bash
 set -e
 out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
-sleep 600 &
+if [ "$MODE" = escape ]; then setsid sleep 600 & else sleep 600 & fi
 echo $! > "$WORKER_PID_FILE"
 echo "worker started"
 if [ "$MODE" = hang ]; then sleep 600; fi
@@ -28,10 +30,11 @@ echo x > "$out/adapter_model.safetensors"
 echo '{"pg_loss":0,"kl":0,"clip_frac":0,"logp_gap":0,"logp_gap_abs":0,"rows":1,"train_s":0}' > "$out/stats.json"
 `;
 
+/** Running, not a zombie (an orphan ended but not yet reaped where PID 1 does not reap: it holds no GPU). */
 const alive = (pid: number) => {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
   } catch {
     return false;
   }
@@ -76,5 +79,38 @@ describe("loop - a trainer command with workers of its own", () => {
     expect(stats.rows).toBe(1);
     expect(existsSync(join(dir, "out-exit", "stats.json"))).toBe(true);
     await waitFor("the worker ended", async () => !alive(workerPid()));
+  });
+
+  it("a process running a job that is ended by a signal it does not handle ends the job's group with it", async () => {
+    // `rlloop replay --train` installs no signal handler: SIGTERM's default action exits without an 'exit' event
+    const pidFile = join(dir, "worker-signal.pid");
+    const runner = join(dir, "runner.mts");
+    await writeFile(runner, `
+      import { CliRoundTrainer } from ${JSON.stringify(join(REPO, "src", "loop", "cli-trainer.ts"))};
+      import { parseConfig } from ${JSON.stringify(join(REPO, "src", "loop", "config", "index.ts"))};
+      const config = parseConfig({ trainer: { command: [${JSON.stringify(script)}], timeoutS: null, env: { MODE: "hang", WORKER_PID_FILE: ${JSON.stringify(pidFile)} } } });
+      await new CliRoundTrainer(config.trainer).train(${JSON.stringify(job("out-signal"))}, { label: "replay", logFile: ${JSON.stringify(join(dir, "signal.log"))} });
+    `);
+    const child = execa(process.execPath, ["--import", "tsx", runner], { cwd: REPO, reject: false });
+    await waitFor("the worker started", () => (existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "" ? true : null));
+    const worker = Number(readFileSync(pidFile, "utf8"));
+    child.kill("SIGTERM");
+    expect((await child).signal).toBe("SIGTERM");
+    try {
+      await waitFor("the worker ended", async () => !alive(worker));
+    } finally {
+      if (alive(worker)) process.kill(worker, "SIGKILL");
+    }
+  });
+
+  it("a worker that left the command's group (a session of its own) does not hold the job's end", async () => {
+    const { trainer: t, workerPid } = trainer("escape", null);
+    try {
+      const stats = await t.train(job("out-escape"), { label: "round 3 attempt 1", logFile: join(dir, "escape.log") });
+      expect(stats.rows).toBe(1);
+      expect(alive(workerPid())).toBe(true); // out of the group's reach: the command's to end, as torchrun ends its own
+    } finally {
+      process.kill(workerPid(), "SIGKILL");
+    }
   });
 });

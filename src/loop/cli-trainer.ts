@@ -2,11 +2,10 @@
 // as the seed. It gets the seed's flags (plus, for rlloop's own command, the model flags of the typed trainer
 // config), runs with the job's folder as working directory (the rows' frame paths are relative to it), and must
 // write the adapter and stats.json into --out.
-import { access, constants, rm } from "node:fs/promises";
+import { access, constants, open, rm } from "node:fs/promises";
 import { delimiter, isAbsolute, join } from "node:path";
 import { execa } from "execa";
 import type { TrainJob } from "../contract/index.js";
-import { writeFileAtomic } from "../files.js";
 import { PACKAGE_ROOT, type TrainerConfig } from "./config/index.js";
 import { TrainerError } from "./errors.js";
 import { endGroup, trackGroup } from "./process-group.js";
@@ -58,29 +57,45 @@ export class CliRoundTrainer implements RoundTrainer {
     const [file, ...prefix] = this.#command;
     const args = [...prefix, ...seedFlags(job), ...(this.#custom ? this.config.extraArgs : rlloopFlags(job, this.config))];
     await rm(job.out, { recursive: true, force: true });
-    // its own process group, ended as a whole (process-group.ts): at its time limit, and when the command exits,
-    // so that workers it left behind neither keep the GPU nor hold the output pipe the result waits for
-    const child = execa(file as string, args, { cwd: job.image_base ?? undefined, env: this.config.env, all: true, reject: false, detached: true });
-    trackGroup(child.pid);
+    // Its output goes to the log file's descriptor itself, both streams (interleaved as on a terminal): the result
+    // then waits for the command's exit only, not for the end of a pipe that a worker it left behind may hold
+    // (torchrun's workers run in sessions of their own; execa's `{file}` would pipe through this process). And it
+    // runs in a process group of its own, ended as a whole at its time limit and when it exits (process-group.ts).
+    const log = await open(run.logFile, "w");
     let timedOut = false;
-    const limit = this.config.timeoutS === null ? null : setTimeout(() => {
-      timedOut = true;
-      endGroup(child.pid);
-    }, this.config.timeoutS * 1000);
-    child.once("exit", () => endGroup(child.pid));
-    const result = await child.finally(() => clearTimeout(limit ?? undefined));
-    await writeFileAtomic(run.logFile, result.all ?? "");
-    if (timedOut) throw new TrainerError(`trainer timed out on ${run.label} after trainer.timeoutS ${this.config.timeoutS} s\n${tail(result.all)}`);
-    if (result.failed) throw new TrainerError(`trainer failed on ${run.label}: ${result.shortMessage}\n${tail(result.all)}`);
+    let result;
+    try {
+      const fd = log.fd as 3; // execa takes any descriptor; its types name only 3-9
+      const child = execa(file as string, args, { cwd: job.image_base ?? undefined, env: this.config.env, stdin: "ignore", stdout: fd, stderr: fd, reject: false, detached: true });
+      trackGroup(child.pid);
+      const limit = this.config.timeoutS === null ? null : setTimeout(() => {
+        timedOut = true;
+        endGroup(child.pid);
+      }, this.config.timeoutS * 1000);
+      child.once("exit", () => endGroup(child.pid));
+      result = await child.finally(() => clearTimeout(limit ?? undefined));
+    } finally {
+      await log.close();
+    }
+    if (timedOut) throw new TrainerError(`trainer timed out on ${run.label} after trainer.timeoutS ${this.config.timeoutS} s\n${await logTail(run.logFile)}`);
+    if (result.failed) throw new TrainerError(`trainer failed on ${run.label}: ${result.shortMessage}\n${await logTail(run.logFile)}`);
     return readTrainerOutput(job.out);
   }
 
   async close(): Promise<void> {}
 }
 
-/** The output's last lines, for the error. */
-function tail(all: string | undefined): string {
-  return (all ?? "").split("\n").slice(-15).join("\n");
+/** The log's last 15 lines (of its last 16 KiB), for the error. */
+async function logTail(path: string): Promise<string> {
+  const handle = await open(path, "r");
+  try {
+    const { size } = await handle.stat();
+    const length = Math.min(size, 16 * 1024);
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(length), 0, length, size - length);
+    return buffer.subarray(0, bytesRead).toString("utf8").split("\n").slice(-15).join("\n");
+  } finally {
+    await handle.close();
+  }
 }
 
 async function executable(file: string): Promise<boolean> {
