@@ -1,8 +1,9 @@
 // Isolating the rollouts a round fails on (docs/daemon.md "Faults"): the round's rows are split by rollout and the
 // halves trained, recursively, until every failing part is one rollout — adaptive group testing, about
-// 2·k·log2(n) part trainings for k culprits among n rollouts, each on the exact rows of the failed round. A part
+// 2·k·log2(n) + k part trainings for k culprits among n rollouts, each on the exact rows of the failed round. A part
 // that fails is only blamed on its rows when the probe still trains right after it; otherwise the trainer or its
-// host is at fault and the search stops (TrainerFaultError) without blaming anyone.
+// host is at fault and the search stops (TrainerFaultError) without blaming anyone. A single rollout is blamed only
+// when it fails twice on its own.
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Manifest } from "../contract/index.js";
@@ -49,8 +50,12 @@ export async function isolatePoison(manifest: Manifest, dir: string, trainer: Pa
   };
   const search = async (part: Member[], error: string): Promise<void> => {
     if (part.length === 1) {
+      // blamed only when it fails again on its own: a failure that does not repeat (the host's, once: a GPU that hung
+      // past trainer.timeoutS, a rank killed from outside) is not the rollout's
+      const again = await fails(part);
+      if (again === null) return;
       const { event } = part[0] as Member;
-      culprits.push({ seq: event.seq, id: event.id, rows: event.rows, error: errorSummary(error) });
+      culprits.push({ seq: event.seq, id: event.id, rows: event.rows, error: errorSummary(again) });
       return;
     }
     const half = Math.ceil(part.length / 2);
