@@ -14,6 +14,11 @@ describe("config - defaults and files", () => {
     expect(defaults).toEqual(ConfigSchema.parse({}));
   });
 
+  it("a training run is limited by default (a rank hung on its GPU must not hold the stream for ever)", () => {
+    expect(parseConfig({}).trainer.timeoutS).toBe(3600);
+    expect(parseConfig({ trainer: { timeoutS: null } }).trainer.timeoutS).toBeNull();
+  });
+
   it("refuses a file that holds no JSON object (an array is not silently the defaults)", () => {
     const file = join(mkdtempSync(join(tmpdir(), "rlloop-config-")), "config.json");
     writeFileSync(file, "[1, 2]");
@@ -71,6 +76,8 @@ describe("config - errors name the field, the rule and the value", () => {
     ["reward bounds", { limits: { reward: { min: 1, max: 0 } } }, "'limits.reward' must have min <= max"],
     ["huge reward bound", { limits: { reward: { min: -1e300, max: 1 } } }, "'limits.reward.min'"],
     ["seed beyond exact round seeds", { trainer: { seed: 2 ** 53 } }, "'trainer.seed'"],
+    // a timer fires at once past 2^31 - 1 ms: "no limit" written as a huge number would end every job at once
+    ["timeout beyond a timer's range", { trainer: { timeoutS: 1e9 } }, "'trainer.timeoutS' must be at most 2147483 s (~24.8 days, a timer's range); null for no limit, got 1000000000"],
   ];
   for (const [name, input, message] of cases) {
     it(`config - ${name}`, () => {

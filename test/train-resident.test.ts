@@ -138,17 +138,21 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     const hanging = new ResidentRoundTrainer(config, pino({ level: "warn" }));
     await hanging.start();
     const before = await hanging.rankPids();
-    process.kill(before[0]!, "SIGSTOP"); // it never reads the job: no progress, no exit, until it is killed
-    const dir = await roundFolder(8);
-    await expect(hanging.train(job(dir, join(fx, "seed-round"), 1), run(8))).rejects.toThrow(
-      /resident trainer failed on round 8 attempt 1: .*ran past trainer\.timeoutS \(2 s\).*\(ranks ended; the next job starts new ones\)/,
-    );
-    // a stopped process acts on nothing but SIGKILL: the kill's escalation ends it
-    await waitFor("the hung ranks to exit", async () => ((await Promise.all(before.map(running))).some(Boolean) ? null : true));
-    config.timeoutS = null; // the next job's own limit: none (a CPU job's time is not this test's subject)
-    expect((await hanging.train(job(dir, join(fx, "seed-round"), 1), run(8, 2))).rows).toBe(8);
-    expect((await hanging.rankPids()).some((pid) => before.includes(pid))).toBe(false);
-    await hanging.close();
+    try {
+      process.kill(before[0]!, "SIGSTOP"); // it never reads the job: no progress, no exit, until it is killed
+      const dir = await roundFolder(8);
+      await expect(hanging.train(job(dir, join(fx, "seed-round"), 1), run(8))).rejects.toThrow(
+        /resident trainer failed on round 8 attempt 1: .*ran past trainer\.timeoutS \(2 s\).*\(ranks ended; the next job starts new ones\)/,
+      );
+      // a stopped process acts on nothing but SIGKILL: the kill's escalation ends it
+      await waitFor("the hung ranks to exit", async () => ((await Promise.all(before.map(running))).some(Boolean) ? null : true));
+      config.timeoutS = null; // the next job's own limit: none (a CPU job's time is not this test's subject)
+      expect((await hanging.train(job(dir, join(fx, "seed-round"), 1), run(8, 2))).rows).toBe(8);
+      expect((await hanging.rankPids()).some((pid) => before.includes(pid))).toBe(false);
+    } finally {
+      for (const pid of before) if (await running(pid)) process.kill(pid, "SIGKILL");
+      await hanging.close();
+    }
   });
 });
 

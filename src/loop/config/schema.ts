@@ -8,6 +8,8 @@ const doc = <T extends z.ZodType>(schema: T, description: string): T => schema.m
 const positiveInt = () => z.number().int({ error: "must be an integer" }).positive({ error: "must be a positive integer" });
 const nonNegativeInt = () => z.number().int({ error: "must be an integer" }).min(0, { error: "must be >= 0" });
 const seconds = () => z.number().positive({ error: "must be a positive number of seconds" });
+/** A limit a timer waits for: Node's timers fire at once past 2^31 - 1 ms (~24.8 days), which would end every job. */
+const timerSeconds = () => seconds().max(2_147_483, { error: "must be at most 2147483 s (~24.8 days, a timer's range); null for no limit" });
 const threshold = () => z.number().nonnegative().nullable();
 /** Reward bounds are capped so that squares and sums over a round stay far from overflow (advantages.ts). */
 const REWARD_CAP = 1e100;
@@ -121,8 +123,8 @@ const Trainer = z.strictObject({
   // the job's contract in every round and none of the probe's (seed 0), and poison isolation would blame the rollouts
   seed: doc(nonNegativeInt().max(2 ** 32 - 1).default(0), "round N trains with seed `trainer.seed + N` (recorded in the manifest, so replay repeats it); at most 2^32 - 1"),
   env: doc(z.record(z.string(), z.string()).default({}), "extra environment of the trainer processes (e.g. `CUDA_VISIBLE_DEVICES`); values are never logged"),
-  timeoutS: doc(seconds().nullable().default(3600), "a training run (a round, a probe, a part of a round being isolated) past this long is killed and counts as failed (a rank hung on its GPU would otherwise hold the round, and the stream, for ever); far above a round's time by default (256 rows of the 9B model: ~25 s on one H200), raise it for rounds that take longer; null = no limit"),
-  startTimeoutS: doc(seconds().default(900), "the resident ranks must have started and loaded the model within this long"),
+  timeoutS: doc(timerSeconds().nullable().default(3600), "a training run (a round, a probe, a part of a round being isolated) past this long is killed and counts as failed (a rank hung on its GPU would otherwise hold the round, and the stream, for ever); far above a round's time by default (256 rows of the 9B model: ~25 s on one H200), raise it for rounds that take longer; null = no limit"),
+  startTimeoutS: doc(timerSeconds().default(900), "the resident ranks must have started and loaded the model within this long"),
   probeAtStart: doc(z.boolean().default(true), "train a tiny known-good probe job before the first pull, so a broken trainer stops the start instead of the first round"),
   retryMinS: doc(seconds().default(5), "first wait before retrying a round whose trainer or host failed (doubling up to `trainer.retryMaxS`, for as long as it takes)"),
   retryMaxS: doc(seconds().default(300), "longest wait between such retries"),
