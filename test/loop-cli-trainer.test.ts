@@ -20,8 +20,15 @@ import { REPO, waitFor } from "./helpers/loop.js";
 const WRAPPER = `#!/usr/bin/env bash
 set -e
 out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
-if [ "$MODE" = escape ]; then setsid sleep 600 & else sleep 600 & fi
-echo $! > "$WORKER_PID_FILE"
+if [ "$MODE" = escape ]; then
+  # the worker writes its pid once in its own session, and the wrapper waits for it: a wrapper that exited first
+  # would have its group ended while the worker was still in it
+  setsid bash -c 'echo $$ > "$WORKER_PID_FILE"; exec sleep 600' &
+  until [ -s "$WORKER_PID_FILE" ]; do sleep 0.05; done
+else
+  sleep 600 &
+  echo $! > "$WORKER_PID_FILE"
+fi
 echo "worker started"
 if [ "$MODE" = hang ]; then sleep 600; fi
 mkdir -p "$out"
