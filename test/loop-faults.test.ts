@@ -1,7 +1,9 @@
-// Faults the daemon survives: a nats-server restart during intake, its consumer deleted by an operator, a stop
+// Faults the daemon survives: a nats-server restart during intake or while a resumed round reads its rollouts back, its consumer deleted by an operator, a stop
 // (SIGTERM) while it is still starting or while the adapter cannot be published, an adapter the gate refuses (NaN
 // statistics: round committed as rejected, rollouts acked, parent adapter kept). Trainer faults and poison rollouts:
 // loop-poison.test.ts.
+import { readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
@@ -9,7 +11,7 @@ import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
 import { EVENT_STREAM, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RolloutCompletedInput } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
-import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { POLICY, eventsOn, makeRollout, publishRollouts, settled, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 describe("loop - faults", () => {
   let env: LoopEnv | null = null;
@@ -172,6 +174,44 @@ describe("loop - faults", () => {
       expect(after.map((x) => `${x.type}:${x.round}`)).toEqual(["adapter.published:1", "adapter.rolled_back:0"]);
     }
     daemon = null;
+  });
+
+  it("faults - a NATS outage while a resumed round reads its rollouts back is waited out: the round commits once", async () => {
+    const e = (env = await startLoopEnv());
+    // a lease that outlives the outage: this test is about the read, not about a lease lost meanwhile
+    const config = e.writeConfig({ trainer: { env: { FAKE_TRAINER_SLEEP_MS: "3000" } }, lease: { ttlS: 60 }, log: { level: "info" } });
+    const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("resume-outage", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    // a daemon killed while round 1 trained (its finished output removed: the kill came first); the next start
+    // resumes the round from its manifest, so its rollouts are not in memory but in the stream
+    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "training:1" });
+    await first.waitForLog("pause at training", (l) => l.testPause === "training");
+    first.child.kill("SIGKILL");
+    await first.exited;
+    const dir = roundDir(e.workDir, POLICY, 1);
+    for (const name of await readdir(dir)) if (name.startsWith("adapter.tmp-")) await rm(join(dir, name, "stats.json"));
+
+    const second = spawnDaemon(config);
+    try {
+      await waitFor("round 1 training again", async () => ((await readManifest(dir))?.attempts === 2 ? true : null));
+      await e.server.shutdown(); // before that training ends: the read of the rollouts meets the outage
+      await second.waitForLog("the read retried", (l) => l.msg === "rollouts of round 1 failed; retrying");
+      await e.server.restart();
+      const acc = await settled(e, rollouts.map((r) => r.id));
+      expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
+      expect([...acc.rejections]).toEqual([]);
+      const manifest = await readManifest(dir);
+      expect([manifest?.status, manifest?.attempts]).toEqual(["committed", 2]);
+      const adapters = await waitFor("round 1 announced", async () => {
+        const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+        return list.length > 0 ? list : null;
+      });
+      expect(adapters.map((a) => a.round)).toEqual([1]);
+      second.child.kill("SIGTERM");
+      expect(await second.exited).toBe(0);
+    } finally {
+      if (second.child.exitCode === null) second.child.kill("SIGKILL");
+    }
   });
 
   it("faults - the gate refuses NaN statistics: round committed as rejected, rollouts acked, parent kept", async () => {

@@ -17,7 +17,7 @@ import { Backoff } from "./backoff.js";
 import { configHash } from "./config/index.js";
 import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
-import { isLeaseError, isStateConflict, StopRequestedError } from "./errors.js";
+import { isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate } from "./gate.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
@@ -386,9 +386,14 @@ export class RoundRunner {
     return next;
   }
 
+  /** The round's rollouts; those of a resumed round are read back from the stream, through NATS outages as every
+   *  other step of a round is (a blip there ended the daemon). */
   async #rolloutsOf(round: number, events: Manifest["events"]): Promise<RoundRollout[]> {
+    const { ctx } = this;
     const missing = events.filter((e) => !this.#known.has(e.seq));
-    const read = missing.length > 0 ? await this.deps.rollouts(round, missing) : [];
+    const read = missing.length === 0 ? [] : await retrying(() => this.deps.rollouts(round, missing), {
+      what: `rollouts of round ${round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => !isTransient(err),
+    });
     for (const item of read) this.#known.set(item.seq, item);
     return events.map((e) => this.#known.get(e.seq) as RoundRollout);
   }
