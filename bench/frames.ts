@@ -11,6 +11,7 @@ import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import sharp from "sharp";
+import { FrameRoots } from "../src/loop/frame-roots.js";
 import { frameBytes, framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
 import { renderFrame } from "../src/tools/sim/frame.js";
 import { encodeAs, FRAME_KINDS, frameKind } from "./frame-kinds.js";
@@ -60,7 +61,7 @@ async function main() {
       writeFileSync(path, await encodeAs(KIND, await renderFrame(sceneAt(scenario(7, i), i % 3), { width: 640, height: 480 })));
       paths.push(path);
     }
-    const limits: FrameLimits = { roots: [root], maxBytes: 16 << 20, maxPixels: 40_000_000, objects: null };
+    const limits: FrameLimits = { roots: new FrameRoots([root]), maxBytes: 16 << 20, maxPixels: 40_000_000, objects: null };
     const bytes = await Promise.all(paths.map((p) => frameBytes({ path: p }, limits)));
     const frame = (i: number) => bytes[i % bytes.length] as Buffer;
     const stages: [string, (i: number) => Promise<unknown>][] = [

@@ -9,15 +9,16 @@ import { crc32 } from "node:zlib";
 import { execa } from "execa";
 import sharp from "sharp";
 import { beforeAll, describe, expect, it } from "vitest";
-import { isRolloutRejected, RolloutRejectedError } from "../src/loop/errors.js";
-import { frameFileFailure, framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
+import { isRolloutRejected, isTransient, RolloutRejectedError } from "../src/loop/errors.js";
+import { FrameRoots, frameFileFailure } from "../src/loop/frame-roots.js";
+import { framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
 import { renderFrame } from "../src/tools/sim/frame.js";
 import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 import type { ImageProcessorOptions } from "../src/native.js";
 import { decodeRgb, readImagePatches } from "../src/train/images.js";
 import { python } from "./helpers/train-fixtures.js";
 
-const LIMITS: FrameLimits = { roots: [], maxBytes: 8 << 20, maxPixels: 1_000_000, objects: null };
+const LIMITS: FrameLimits = { roots: new FrameRoots([]), maxBytes: 8 << 20, maxPixels: 1_000_000, objects: null };
 /** Qwen3.5's preprocessor_config.json (qwen35.md §8). */
 const QWEN35_IMAGES: ImageProcessorOptions = {
   patchSize: 16, temporalPatchSize: 2, mergeSize: 2, minPixels: 65_536, maxPixels: 16_777_216, mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5],
@@ -305,13 +306,16 @@ describe("frames - broken, foreign and oversized frames keep their reasons", () 
 describe("frames - a frame file that cannot be looked at", () => {
   // permissions cannot be taken away from root, who runs these suites: the classification is tested on the errors
   const errno = (code: string) => Object.assign(new Error(`${code}: failed`), { code });
-  it("is missing (ENOENT, ENOTDIR) or unreadable (EACCES, EPERM, ELOOP) for the rollout; anything else stays the host's", () => {
+  it("is missing (ENOENT, ENOTDIR) or unreadable (EACCES, EPERM, ELOOP) for the rollout; anything else stays the host's, judged again later", () => {
     for (const [code, reason] of [["ENOENT", "image_missing"], ["ENOTDIR", "image_missing"], ["EACCES", "image_unreadable"], ["EPERM", "image_unreadable"], ["ELOOP", "image_unreadable"]] as const) {
       const err = frameFileFailure(errno(code), "/frames/x.png");
       expect(err).toBeInstanceOf(RolloutRejectedError);
       expect((err as RolloutRejectedError).reason, code).toBe(reason);
     }
-    const io = errno("EIO");
-    expect(frameFileFailure(io, "/frames/x.png")).toBe(io);
+    for (const code of ["EIO", "ENOTCONN", "ESTALE"]) { // a failing disk, a dead FUSE daemon, an NFS handle gone stale
+      const err = errno(code);
+      expect(frameFileFailure(err, "/frames/x.png")).toBe(err);
+      expect(isTransient(err), code).toBe(true);
+    }
   });
 });

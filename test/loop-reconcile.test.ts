@@ -14,6 +14,7 @@ import { parseConfig } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
 import { ConfigError, HostFaultError, isTransient, RolloutRejectedError } from "../src/loop/errors.js";
 import { frameObjectOpener } from "../src/loop/frame-objects.js";
+import { FrameRoots } from "../src/loop/frame-roots.js";
 import { frameBytes } from "../src/loop/frames.js";
 import { Intake } from "../src/loop/intake.js";
 import { POLICY, startLoopEnv, type LoopEnv } from "./helpers/loop.js";
@@ -105,7 +106,7 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
   });
 
   it("a frame from a frames bucket that does not exist is the configuration's fault, judged again later, not image_missing (told by the API code, not the message)", async () => {
-    const limits = { roots: [], maxBytes: 1 << 20, maxPixels: 1 << 20, objects: frameObjectOpener(env.nc, "no-such-frames") };
+    const limits = { roots: new FrameRoots([]), maxBytes: 1 << 20, maxPixels: 1 << 20, objects: frameObjectOpener(env.nc, "no-such-frames") };
     const err = await frameBytes({ object: "f.png" }, limits).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HostFaultError);
     expect(isTransient(err)).toBe(true);
@@ -114,7 +115,7 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
 
   it("a frame under a root that is not there now (an unmounted share) is the host's fault, judged again later", async () => {
     const root = join(tmpdir(), `rlloop-gone-root-${process.pid}`);
-    const limits = { roots: [root], maxBytes: 1 << 20, maxPixels: 1 << 20, objects: null };
+    const limits = { roots: new FrameRoots([root]), maxBytes: 1 << 20, maxPixels: 1 << 20, objects: null };
     const err = await frameBytes({ path: join(root, "cam", "f.png") }, limits).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HostFaultError);
     expect(isTransient(err)).toBe(true);

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { parseConfig } from "../src/loop/config/index.js";
 import { ensureStreams } from "../src/loop/connection.js";
 import { RolloutRejectedError } from "../src/loop/errors.js";
+import { FrameRoots } from "../src/loop/frame-roots.js";
 import { frameBytes, reencode, type FrameLimits } from "../src/loop/frames.js";
 import { ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
 import { badEvents } from "../src/tools/sim/bad-events.js";
@@ -41,7 +42,7 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const limits = (): FrameLimits => ({ roots: [root], maxBytes: 16 << 20, maxPixels: 4096 * 4096, objects: null });
+const limits = (): FrameLimits => ({ roots: new FrameRoots([root]), maxBytes: 16 << 20, maxPixels: 4096 * 4096, objects: null });
 
 describe("simulate - rollouts", () => {
   test("the same seed and index give the same event; another seed gives another", async () => {

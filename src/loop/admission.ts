@@ -20,6 +20,7 @@ import { redeliveryDelayMs } from "./backoff.js";
 import type { LoopContext } from "./context.js";
 import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
 import type { FrameObjects } from "./frame-objects.js";
+import type { FrameRoots } from "./frame-roots.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { frameFileName, incomingDir } from "./paths.js";
 import { checkAdapter } from "./staleness.js";
@@ -40,9 +41,9 @@ export class Admission {
   readonly #incoming: string;
   readonly #validate: ValidateContext;
 
-  constructor(private readonly ctx: LoopContext, frameObjects: (() => Promise<FrameObjects>) | null, private readonly openRound: () => number) {
+  constructor(private readonly ctx: LoopContext, roots: FrameRoots, frameObjects: (() => Promise<FrameObjects>) | null, private readonly openRound: () => number) {
     const f = ctx.config.frames;
-    this.#limits = { roots: f.roots, maxBytes: f.maxBytes, maxPixels: f.maxPixels, objects: frameObjects };
+    this.#limits = { roots, maxBytes: f.maxBytes, maxPixels: f.maxPixels, objects: frameObjects };
     this.#incoming = incomingDir(ctx.config.workDir, ctx.policy);
     this.#validate = validateContext(ctx.config);
   }

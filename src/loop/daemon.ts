@@ -18,6 +18,7 @@ import { setPhase, type Buffered, type LoopContext } from "./context.js";
 import { isStopRequested } from "./errors.js";
 import { EventPublisher } from "./events.js";
 import { frameObjectOpener } from "./frame-objects.js";
+import { FrameRoots } from "./frame-roots.js";
 import { HeldMessages } from "./held.js";
 import type { Readiness } from "./http-server.js";
 import { Intake } from "./intake.js";
@@ -138,7 +139,8 @@ export class Daemon {
   async #open(): Promise<{ running: Running; pending: Manifest | null }> {
     const config = this.config;
     this.#lock = await lockWorkDir(config.workDir);
-    await checkConfiguredFiles(config);
+    const frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000);
+    await checkConfiguredFiles(config, frameRoots, this.log);
     await this.#trainer.start();
     this.#trainerReady = true;
     const url = await this.#natsUrl();
@@ -184,7 +186,7 @@ export class Daemon {
       onFatal: (err) => this.#onFatal(err), onJobEnd: () => this.#running?.pump.wake(),
     });
     this.#scheduler = scheduler;
-    const admission = new Admission(ctx, frameObjectOpener(nats.nc, config.frames.objectBucket), () => scheduler.openRound);
+    const admission = new Admission(ctx, frameRoots, frameObjectOpener(nats.nc, config.frames.objectBucket), () => scheduler.openRound);
     const pump = new IntakePump({
       intake, admit: (msg) => admission.admit(msg), stopping: () => ctx.stopping, afterAdmit: () => scheduler.maybeStart(),
       full: () => scheduler.busy && ctx.buffer.trigger(Date.now(), config.round) !== null,

@@ -63,7 +63,7 @@ export class HostFaultError extends Error {
 }
 
 /** errno codes of failures of the host (disk, descriptors, network), not of what is being read. */
-const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH"]);
+const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTCONN", "ESTALE"]);
 
 /**
  * A failure worth retrying later: NATS (a timeout, a disconnect, JetStream not answering, or an API error: the

@@ -4,17 +4,16 @@
 // RGB or RGBA, no palette, no interlacing, no colour-management or orientation data, see passesThrough) is
 // written as it came; anything else is re-encoded as RGB PNG, so the trainer only ever reads plain 8-bit sRGB
 // PNGs. Every failure is a RolloutRejectedError with a specific reason code.
-import { realpathSync, statSync } from "node:fs";
-import { readFile, rename, stat, writeFile } from "node:fs/promises";
-import { isAbsolute, resolve, sep } from "node:path";
+import { rename, writeFile } from "node:fs/promises";
 import sharp from "sharp";
-import { HostFaultError, RolloutRejectedError } from "./errors.js";
+import { RolloutRejectedError } from "./errors.js";
+import type { FrameRoots } from "./frame-roots.js";
 import { readFrameObject, type FrameObjects } from "./frame-objects.js";
 import type { ImageRef } from "../contract/index.js";
 
 export interface FrameLimits {
-  /** absolute frame roots; a {path} frame must resolve inside one of them (symlinks followed) */
-  roots: readonly string[];
+  /** the frame roots; a {path} frame must resolve inside one of them (symlinks followed) */
+  roots: FrameRoots;
   maxBytes: number;
   maxPixels: number;
   /** the frames object store, opened on first use; null = {object} frames are refused as missing */
@@ -43,7 +42,7 @@ sharp.concurrency(1);
 
 /** Read the encoded bytes of a frame, enforcing roots and frames.maxBytes. */
 export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<Buffer> {
-  if ("path" in image) return readFramePath(image.path, limits);
+  if ("path" in image) return limits.roots.read(image.path, limits.maxBytes);
   if ("object" in image) {
     if (!limits.objects) throw new RolloutRejectedError("image_missing", `frame object ${JSON.stringify(image.object)}: no frames object store configured`);
     return readFrameObject(image.object, limits.objects, limits.maxBytes);
@@ -165,64 +164,4 @@ function hasImageMagic(b: Buffer): boolean {
   const jpeg = b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff;
   const webp = b.length >= 12 && b.toString("latin1", 0, 4) === "RIFF" && b.toString("latin1", 8, 12) === "WEBP";
   return png || jpeg || webp;
-}
-
-async function readFramePath(path: string, limits: FrameLimits): Promise<Buffer> {
-  const root0 = limits.roots[0];
-  if (root0 === undefined) throw new RolloutRejectedError("image_outside_roots", `frame path ${JSON.stringify(path)} refused: frames.roots is empty`);
-  // relative paths are relative to the first root; the lexical check catches ../ escapes even for missing files
-  const lexical = isAbsolute(path) ? resolve(path) : resolve(root0, path);
-  if (!insideAny(lexical, limits.roots)) throw new RolloutRejectedError("image_outside_roots", `frame path ${JSON.stringify(path)} is outside frames.roots`);
-  let real: string;
-  try {
-    real = realpathSync(lexical);
-  } catch (cause) {
-    throw missingRoot(lexical, limits.roots) ?? frameFileFailure(cause, lexical);
-  }
-  // a symlink inside a root may point anywhere: check the resolved target against the resolved roots
-  if (!insideAny(real, limits.roots.map(realRoot))) throw new RolloutRejectedError("image_outside_roots", `frame path ${JSON.stringify(path)} resolves to ${real}, outside frames.roots`);
-  try {
-    const info = await stat(real);
-    if (!info.isFile()) throw new RolloutRejectedError("image_missing", `frame path ${real} is not a file`);
-    if (info.size > limits.maxBytes) throw new RolloutRejectedError("image_too_large", `frame file ${real} has ${info.size} bytes, frames.maxBytes is ${limits.maxBytes}`);
-    return await readFile(real);
-  } catch (cause) {
-    throw cause instanceof RolloutRejectedError ? cause : frameFileFailure(cause, real);
-  }
-}
-
-/** A root holding `path` that is not a directory now (an unmounted share): the host's fault, not the frame's. */
-function missingRoot(path: string, roots: readonly string[]): HostFaultError | null {
-  const root = roots.find((r) => insideAny(path, [r]));
-  if (root === undefined) return null;
-  try {
-    if (statSync(root).isDirectory()) return null;
-  } catch {
-    // missing or unreadable: as below
-  }
-  return new HostFaultError(`frames root ${root} is not a directory now (unmounted?): frame ${path} cannot be looked for`);
-}
-
-/**
- * A failed look at a frame file: missing (ENOENT, ENOTDIR) and unreadable (EACCES, EPERM, ELOOP) are the rollout's
- * — the same file fails the same way again; anything else (EIO, EMFILE) is the host's and is thrown as it is, so the
- * message is retried later (admission.ts).
- */
-export function frameFileFailure(cause: unknown, path: string): unknown {
-  const code = (cause as NodeJS.ErrnoException | null)?.code;
-  if (code === "ENOENT" || code === "ENOTDIR") return new RolloutRejectedError("image_missing", `frame file ${path} does not exist`, { cause });
-  if (code === "EACCES" || code === "EPERM" || code === "ELOOP") return new RolloutRejectedError("image_unreadable", `frame file ${path} cannot be read (${code})`, { cause });
-  return cause;
-}
-
-function insideAny(path: string, roots: readonly string[]): boolean {
-  return roots.some((root) => path === root || path.startsWith(root.endsWith(sep) ? root : root + sep));
-}
-
-function realRoot(root: string): string {
-  try {
-    return realpathSync(root);
-  } catch {
-    return root;
-  }
 }

@@ -10,6 +10,7 @@ import { connectNats } from "./connection.js";
 import { ReplayMismatchError } from "./errors.js";
 import { sha256, writeFileAtomic } from "../files.js";
 import { frameObjectOpener } from "./frame-objects.js";
+import { FrameRoots } from "./frame-roots.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
 import { readManifest, type Manifest } from "./manifest.js";
 import { runningOwnServerUrl } from "./nats-server.js";
@@ -60,7 +61,7 @@ export async function replayRound(opts: ReplayOptions): Promise<ReplayResult> {
     }
     const out = opts.out ?? defaultReplayDir(config, round);
     await mkdir(join(out, "frames"), { recursive: true });
-    const limits: FrameLimits = { roots: config.frames.roots, maxBytes: config.frames.maxBytes, maxPixels: config.frames.maxPixels, objects: frameObjectOpener(nats.nc, config.frames.objectBucket) };
+    const limits: FrameLimits = { roots: new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000), maxBytes: config.frames.maxBytes, maxPixels: config.frames.maxPixels, objects: frameObjectOpener(nats.nc, config.frames.objectBucket) };
     await materialiseFrames(items, out, original, limits);
     await writeFileAtomic(join(out, TRAIN_FILE), text);
     await writeFileAtomic(join(out, "manifest.json"), `${JSON.stringify({ ...manifest, replayOf: original }, null, 2)}\n`);

@@ -8,18 +8,25 @@ import { sha256File } from "../files.js";
 import { checkAdapterDir } from "../train/job-inputs.js";
 import type { Config } from "./config/index.js";
 import type { Nats } from "./connection.js";
-import { ConfigError } from "./errors.js";
+import { ConfigError, HostFaultError } from "./errors.js";
+import type { FrameRoots } from "./frame-roots.js";
 import type { Probe } from "./probe.js";
 import type { StateRecord, VersionedState } from "./state.js";
 
-/** The configured frame roots, model and adapters exist before anything connects (the state record may later name others). */
-export async function checkConfiguredFiles(config: Config): Promise<void> {
+/** The configured frame roots, model and adapters exist before anything connects (the state record may later name
+ *  others). A frame root that does not answer (a hung mount) is the host's fault: the daemon starts, and that root's
+ *  frames wait until it answers. */
+export async function checkConfiguredFiles(config: Config, frameRoots: FrameRoots, log: Logger): Promise<void> {
   if (config.trainer.command === null && config.trainer.model === null) {
     throw new ConfigError("'trainer.model' must name the base model folder (a Hugging Face Qwen3.5 checkpoint), got null (or set 'trainer.command' to run a trainer of your own)");
   }
   for (const root of config.frames.roots) {
-    const info = await stat(root).catch(() => null);
-    if (!info?.isDirectory()) throw new ConfigError(`'frames.roots' names ${root}, which is not a directory: frames by {path} under it could not be read`);
+    const isDirectory = await frameRoots.isDirectory(root).catch((err: unknown) => {
+      if (!(err instanceof HostFaultError)) throw err;
+      log.warn({ err }, "a frames root does not answer; the daemon starts, and its frames wait until it does");
+      return true;
+    });
+    if (!isDirectory) throw new ConfigError(`'frames.roots' names ${root}, which is not a directory: frames by {path} under it could not be read`);
   }
   const { initial, reference } = config.adapter;
   await checkAdapterDir(initial ?? "", "adapter.initial").catch((cause: Error) => {

@@ -57,6 +57,7 @@ const Consumer = z.strictObject({
 
 const Frames = z.strictObject({
   roots: doc(z.array(z.string()).default([]), "directories a `{path}` frame must resolve inside (symlinks followed); relative frame paths are relative to the first root. Empty: `{path}` frames are refused (`image_outside_roots`)"),
+  rootTimeoutS: doc(seconds().max(3600).default(10), "deadline of one file-system call under a frame root: a root that does not answer within it (a hung network mount) counts as hung, and its frames are read again later (the host's fault, never the rollout's) until its overdue calls return"),
   objectBucket: doc(z.string().default("rlloop-frames"), "object store holding `{object}` frames"),
   maxBytes: doc(positiveInt().default(16 * 1024 * 1024), "largest encoded frame (file, object or decoded base64). An inline frame must also fit the server's `max_payload` (1 MiB by default): the daemon warns at start when this is larger than what an inline frame can carry"),
   maxPixels: doc(positiveInt().default(4096 * 4096), "largest frame, width × height"),

@@ -1,0 +1,127 @@
+// Frames by {path} under a root on a mount that stops answering (test/helpers/hung-mount.ts: a real FUSE mount nobody
+// serves, as a network share whose server is gone). The calls into it wait in the kernel for as long as it hangs:
+// the root's frames must fail as the host's fault at frames.rootTimeoutS (judged again later, never rejected), the
+// event loop must not wait on them, and the root must hold no more than two of libuv's four threads — so that the
+// other roots' frames, the other rollouts and the daemon's own file writes go on. Before, a synchronous realpath
+// blocked the whole daemon on the first such frame.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { RolloutCompletedInput } from "../src/contract/index.js";
+import { parseConfig } from "../src/loop/config/index.js";
+import { Daemon } from "../src/loop/daemon.js";
+import { HostFaultError, isTransient } from "../src/loop/errors.js";
+import { FrameRoots } from "../src/loop/frame-roots.js";
+import { hungMount, type HungMount } from "./helpers/hung-mount.js";
+import { accounting, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+
+/** Resolves with `work`, or rejects once `boundMs` has passed: only stops a test that would otherwise hang. */
+async function within<T>(what: string, work: Promise<T>, boundMs = 30_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${boundMs / 1000} s`)), boundMs)));
+  try {
+    return await Promise.race([work, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe("loop - frames under a root on a hung mount", () => {
+  let dir: string;
+  let good: string;
+  let hung: string;
+  let mount: HungMount;
+  let png: Buffer;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "rlloop-frame-roots-"));
+    good = join(dir, "good");
+    mkdirSync(join(good, "cam"), { recursive: true });
+    png = await testFrame();
+    writeFileSync(join(good, "cam", "f.png"), png);
+    hung = join(dir, "hung");
+    mount = hungMount(hung);
+  });
+  afterEach(async () => {
+    mount.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("its frame fails as the host's fault at the deadline, the next at once; another root's frames are read meanwhile", async () => {
+    const roots = new FrameRoots([good, hung], 500);
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 10);
+    const first = await within("the hung root's frame", roots.read(join(hung, "cam", "f.png"), 1 << 20).catch((e: unknown) => e));
+    clearInterval(ticker);
+    expect(first).toBeInstanceOf(HostFaultError);
+    expect(isTransient(first)).toBe(true);
+    expect((first as Error).message).toMatch(/^frames root .*\/hung has not answered a file-system call within frames.rootTimeoutS 0.5 s \(a hung mount\?\)/);
+    expect(ticks).toBeGreaterThan(0); // the event loop ran while the call waited in the kernel
+    const next = await roots.read("../hung/cam/g.png", 1 << 20).catch((e: unknown) => e); // relative: under the first root
+    expect((next as Error).message).toBe((first as Error).message);
+    expect(await roots.read("cam/f.png", 1 << 20)).toEqual(png);
+    await expect(roots.isDirectory(good)).resolves.toBe(true);
+    await expect(roots.isDirectory(hung)).rejects.toBeInstanceOf(HostFaultError);
+  });
+
+  it("holds at most two of libuv's four threads: the process's other file calls go on", async () => {
+    const roots = new FrameRoots([hung], 600_000); // no deadline within the test: every call it makes stays in the kernel
+    const reads = Array.from({ length: 8 }, (_, k) => roots.read(join(hung, `f${k}.png`), 1 << 20).catch((e: unknown) => e));
+    const local = await within("reads of a local file beside eight frames of the hung root", Promise.all(Array.from({ length: 4 }, () => readFile(join(good, "cam", "f.png")))));
+    expect(local.every((b) => b.equals(png))).toBe(true);
+    // the connection ends: the calls in flight fail, then those that waited for a slot — the host's fault, each
+    mount.abort();
+    const errors = await within("the hung root's frames after the abort", Promise.all(reads));
+    expect(errors.map((e) => isTransient(e))).toEqual(Array(8).fill(true));
+  });
+
+  it("is read again once its overdue calls return: what it answers then decides", async () => {
+    const roots = new FrameRoots([hung], 300);
+    const hungMessage = /has not answered a file-system call/;
+    await expect(roots.read(join(hung, "f.png"), 1 << 20)).rejects.toThrow(hungMessage);
+    await expect(roots.read(join(hung, "f.png"), 1 << 20)).rejects.toThrow(hungMessage);
+    mount.abort(); // the overdue call returns (ENOTCONN): the next frame makes a call again
+    const answered = await waitFor("a call made again", async () => {
+      const err = await roots.read(join(hung, "f.png"), 1 << 20).then(() => new Error("read"), (e: unknown) => e as Error);
+      return hungMessage.test(err.message) ? null : err;
+    });
+    // a dead mount's root is no directory now: still the host's fault, never the rollout's
+    expect(answered).toBeInstanceOf(HostFaultError);
+    expect(answered.message).toMatch(/^frames root .*\/hung is not a directory now \(unmounted\?\)/);
+  });
+
+  describe("in the daemon", () => {
+    let env: LoopEnv | null = null;
+    let daemon: Daemon | null = null;
+    afterEach(async () => {
+      await daemon?.stop();
+      await env?.close();
+      daemon = null;
+      env = null;
+    });
+
+    const withFrames = (r: RolloutCompletedInput, path: string): RolloutCompletedInput => ({ ...r, steps: r.steps.map((s) => ({ ...s, image: { path } })) });
+
+    it("starts, trains the rollouts whose frames it can read, and rejects none of those on the hung root", async () => {
+      const e = (env = await startLoopEnv());
+      const frame = join(e.framesRoot, "cam", "f.png");
+      mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
+      writeFileSync(frame, png);
+      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, hung], rootTimeoutS: 0.5 }, round: { rows: 8, maxWaitS: 1, minRows: 1 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
+      await within("the start (a root that does not answer is checked with a deadline)", daemon.start());
+      const stuck = await Promise.all([0, 1].map(async (i) => withFrames(await makeRollout("on-hung", i, { steps: 2 }), join(hung, "cam", `${i}.png`))));
+      const fine = await Promise.all([0, 1, 2, 3].map(async (i) => withFrames(await makeRollout("on-good", i, { steps: 2 }), frame)));
+      await publishRollouts(e.js, [stuck[0]!, ...fine.slice(0, 2), stuck[1]!, ...fine.slice(2)]);
+      const acc = await waitFor("round 1 committed", async () => {
+        const a = await accounting(e);
+        return fine.every((r) => a.rounds.has(r.id)) ? a : null;
+      });
+      expect(fine.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
+      expect(stuck.map((r) => acc.rounds.get(r.id) ?? null)).toEqual([null, null]);
+      expect([...acc.rejections.keys()]).toEqual([]);
+      expect(daemon.snapshot().round).toBe(1);
+    });
+  });
+});
