@@ -179,7 +179,9 @@ describe("loop - faults", () => {
   it("faults - a NATS outage while a resumed round reads its rollouts back is waited out: the round commits once", async () => {
     const e = (env = await startLoopEnv());
     // a lease that outlives the outage: this test is about the read, not about a lease lost meanwhile
-    const config = e.writeConfig({ trainer: { env: { FAKE_TRAINER_SLEEP_MS: "3000" } }, lease: { ttlS: 60 }, log: { level: "info" } });
+    const config = e.writeConfig({ lease: { ttlS: 60 }, log: { level: "info" } });
+    // the second daemon's training lasts long enough for the server to go down during it, on a loaded machine too
+    const slowTraining = e.writeConfig({ trainer: { env: { FAKE_TRAINER_SLEEP_MS: "8000" } }, lease: { ttlS: 60 }, log: { level: "info" } });
     const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("resume-outage", i, { steps: 2 })));
     await publishRollouts(e.js, rollouts);
     // a daemon killed while round 1 trained (its finished output removed: the kill came first); the next start
@@ -191,7 +193,7 @@ describe("loop - faults", () => {
     const dir = roundDir(e.workDir, POLICY, 1);
     for (const name of await readdir(dir)) if (name.startsWith("adapter.tmp-")) await rm(join(dir, name, "stats.json"));
 
-    const second = spawnDaemon(config);
+    const second = spawnDaemon(slowTraining);
     try {
       await waitFor("round 1 training again", async () => ((await readManifest(dir))?.attempts === 2 ? true : null));
       await e.server.shutdown(); // before that training ends: the read of the rollouts meets the outage

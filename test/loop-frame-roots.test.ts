@@ -1,10 +1,10 @@
 // Frames by {path} under a root on a mount that stops answering (test/helpers/hung-mount.ts: a real FUSE mount nobody
 // serves, as a network share whose server is gone). The calls into it wait in the kernel for as long as it hangs:
 // the root's frames must fail as the host's fault at frames.rootTimeoutS (judged again later, never rejected), the
-// event loop must not wait on them, and the root must hold no more than two of libuv's four threads — so that the
+// event loop must not wait on them, and whatever hangs must leave half of libuv's four threads free — so that the
 // other roots' frames, the other rollouts and the daemon's own file writes go on. Before, a synchronous realpath
 // blocked the whole daemon on the first such frame.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,7 +33,14 @@ describe("loop - frames under a root on a hung mount", () => {
   let good: string;
   let hung: string;
   let mount: HungMount;
+  let mounts: HungMount[];
   let png: Buffer;
+  /** another hung mount, closed after the test */
+  const alsoHung = (name: string) => {
+    const m = hungMount(join(dir, name));
+    mounts.push(m);
+    return join(dir, name);
+  };
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), "rlloop-frame-roots-"));
@@ -43,9 +50,10 @@ describe("loop - frames under a root on a hung mount", () => {
     writeFileSync(join(good, "cam", "f.png"), png);
     hung = join(dir, "hung");
     mount = hungMount(hung);
+    mounts = [mount];
   });
   afterEach(async () => {
-    mount.close();
+    for (const m of mounts) m.close();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -66,15 +74,39 @@ describe("loop - frames under a root on a hung mount", () => {
     await expect(roots.isDirectory(hung)).rejects.toBeInstanceOf(HostFaultError);
   });
 
-  it("holds at most two of libuv's four threads: the process's other file calls go on", async () => {
-    const roots = new FrameRoots([hung], 600_000); // no deadline within the test: every call it makes stays in the kernel
+  it("a frame under a root configured as a link is read though another root hangs", async () => {
+    const link = join(dir, "link");
+    symlinkSync(good, link);
+    const roots = new FrameRoots([hung, link], 500); // the frame's real path is under no root as configured
+    expect(await within("the linked root's frame", roots.read(join(link, "cam", "f.png"), 1 << 20))).toEqual(png);
+    expect(await roots.read(join(link, "cam", "f.png"), 1 << 20)).toEqual(png); // the hung root now known
+  });
+
+  it("holds one of libuv's four threads however many frames wait: the process's other file calls go on", async () => {
+    const roots = new FrameRoots([hung, good], 600_000); // no deadline within the test: every call it makes stays in the kernel
     const reads = Array.from({ length: 8 }, (_, k) => roots.read(join(hung, `f${k}.png`), 1 << 20).catch((e: unknown) => e));
     const local = await within("reads of a local file beside eight frames of the hung root", Promise.all(Array.from({ length: 4 }, () => readFile(join(good, "cam", "f.png")))));
     expect(local.every((b) => b.equals(png))).toBe(true);
-    // the connection ends: the calls in flight fail, then those that waited for a slot — the host's fault, each
+    expect(await within("a frame of the other root", roots.read(join(good, "cam", "f.png"), 1 << 20))).toEqual(png);
+    // the connection ends: the call in flight fails, then those that waited for the root's slot — the host's fault, each
     mount.abort();
     const errors = await within("the hung root's frames after the abort", Promise.all(reads));
     expect(errors.map((e) => isTransient(e))).toEqual(Array(8).fill(true));
+  });
+
+  it("two hung roots hold two threads: every {path} frame then waits, the process's other file calls go on", async () => {
+    const second = alsoHung("hung-2");
+    const roots = new FrameRoots([good, hung, second], 500);
+    const refusals = await Promise.all([hung, second].map((r) => roots.read(join(r, "f.png"), 1 << 20).catch((e: unknown) => e as Error)));
+    expect(refusals.map((e) => e instanceof HostFaultError && /has not answered a file-system call/.test(e.message))).toEqual([true, true]);
+    // both call slots held by overdue calls: a frame of the good root is the host's at once, without a call
+    const meanwhile = roots.read(join(good, "cam", "f.png"), 1 << 20);
+    await expect(meanwhile).rejects.toBeInstanceOf(HostFaultError);
+    await expect(meanwhile).rejects.toThrow(/^frames roots: every file-system call slot \(2\) is held by a call past frames.rootTimeoutS 0.5 s \(hung mounts\?\)/);
+    const local = await within("reads of a local file beside two hung roots", Promise.all(Array.from({ length: 4 }, () => readFile(join(good, "cam", "f.png")))));
+    expect(local.every((b) => b.equals(png))).toBe(true);
+    mount.abort(); // the first root's overdue call returns: its slot serves the good root again
+    expect(await waitFor("the good root's frame", () => roots.read(join(good, "cam", "f.png"), 1 << 20).catch(() => null))).toEqual(png);
   });
 
   it("is read again once its overdue calls return: what it answers then decides", async () => {
@@ -90,6 +122,8 @@ describe("loop - frames under a root on a hung mount", () => {
     // a dead mount's root is no directory now: still the host's fault, never the rollout's
     expect(answered).toBeInstanceOf(HostFaultError);
     expect(answered.message).toMatch(/^frames root .*\/hung is not a directory now \(unmounted\?\)/);
+    // and at a start: a root that fails as a host does (ENOTCONN) is the host's too, not a configuration error
+    await expect(roots.isDirectory(hung)).rejects.toThrow(/^frames root .*\/hung cannot be looked at now: ENOTCONN/);
   });
 
   describe("in the daemon", () => {

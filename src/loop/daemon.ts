@@ -66,6 +66,7 @@ export class Daemon {
   readonly startedAt = Date.now();
   natsUrl: string | null = null;
   #trainer: RoundTrainer;
+  #frameRoots: FrameRoots | null = null;
   #running: Running | null = null;
   // what start() opens before the loop runs, closed again in reverse order when a later step fails; the context, the
   // scheduler and observability also here because the service answers (snapshot, readiness) while the last opening
@@ -139,7 +140,7 @@ export class Daemon {
   async #open(): Promise<{ running: Running; pending: Manifest | null }> {
     const config = this.config;
     this.#lock = await lockWorkDir(config.workDir);
-    const frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000);
+    const frameRoots = (this.#frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000));
     await checkConfiguredFiles(config, frameRoots, this.log);
     await this.#trainer.start();
     this.#trainerReady = true;
@@ -231,6 +232,8 @@ export class Daemon {
     await this.#lock?.release();
     setPhase(ctx, "stopped");
     this.log.info("stopped");
+    const stuck = this.#frameRoots?.overdueCalls ?? 0;
+    if (stuck > 0) this.log.warn({ calls: stuck }, "file-system calls into a hung frames root have not returned: the process exits once they do (or at SIGKILL); nothing is lost, it drained first");
     this.#resolveClosed(this.#fatal);
   }
 

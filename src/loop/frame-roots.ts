@@ -1,25 +1,36 @@
-// Frames by {path}: read under the configured roots, each root's file-system calls bounded. A root on a network
-// mount that stops answering (an NFS server gone, a FUSE daemon hung) blocks the thread of every call into it for as
-// long as the mount hangs: a synchronous call would block the event loop (intake, lease renewals, every other
-// rollout), an asynchronous one takes one of libuv's threads (4, shared with decoding and every file write). So the
-// calls under one root run at most ROOT_CONCURRENCY at a time, each with a deadline (frames.rootTimeoutS). A call
-// past it fails its frame as the host's fault (the rollout is judged again later, never rejected for it), and the
-// root counts as hung: its frames fail at once, without a call, until every overdue call has returned. A hung root
-// thus holds at most ROOT_CONCURRENCY threads, and nothing else waits on it.
+// Frames by {path}: read under the configured roots, their file-system calls bounded. A root on a network mount that
+// stops answering (an NFS server gone, a FUSE daemon hung) blocks the thread of every call into it for as long as the
+// mount hangs: a synchronous call would block the event loop (intake, lease renewals, every other rollout), an
+// asynchronous one holds one of libuv's 4 threads, which decoding, every file write and DNS share. So:
+//   - at most CALLS_IN_FLIGHT (2) frame-root calls run at once, and at most one per root: whatever hangs, half of
+//     libuv's pool stays free, and a single hung root leaves the other roots a call at a time;
+//   - each call has a deadline, frames.rootTimeoutS (counted from its start, so including any wait for a libuv
+//     thread). A call past it fails its frame as the host's fault (the rollout is judged again later, never
+//     rejected for it) and the root counts as hung: its frames fail at once, without a call, until the overdue call
+//     returns. While every slot is held by an overdue call (two roots hung), every {path} frame fails at once.
+// Not worker threads: a thread stuck in a system call keeps the process from exiting. A stuck libuv thread does too:
+// a daemon stopped while a root hangs has drained everything, but exits only once the mount answers or the service
+// manager kills it (docs/daemon.md).
 import { readFile, realpath, stat } from "node:fs/promises";
 import { isAbsolute, resolve, sep } from "node:path";
-import { HostFaultError, RolloutRejectedError } from "./errors.js";
+import { HostFaultError, isTransient, RolloutRejectedError } from "./errors.js";
 
-/** Calls in flight under one root: enough to overlap a network mount's round trips, few enough that a hung mount
- *  leaves most of libuv's pool to the rest of the daemon. */
-const ROOT_CONCURRENCY = 2;
+/** Frame-root calls running at once, over all roots (a root: one). */
+const CALLS_IN_FLIGHT = 2;
 
 export class FrameRoots {
-  readonly #calls: Map<string, RootCalls>;
+  readonly #roots: Map<string, RootState>;
+  readonly #slots = new Slots(CALLS_IN_FLIGHT);
+  #overdue = 0;
 
   /** `roots`: absolute paths; `timeoutMs`: the deadline of one file-system call under a root. */
-  constructor(readonly roots: readonly string[], timeoutMs = 10_000) {
-    this.#calls = new Map(roots.map((root) => [root, new RootCalls(root, timeoutMs)]));
+  constructor(readonly roots: readonly string[], readonly timeoutMs = 10_000) {
+    this.#roots = new Map(roots.map((root) => [root, new RootState(root, timeoutMs)]));
+  }
+
+  /** Calls past their deadline that have not returned: each holds a thread, which keeps the process from exiting. */
+  get overdueCalls(): number {
+    return this.#overdue;
   }
 
   /** The bytes of the frame file at `path` (relative: under the first root), which must resolve inside a root
@@ -47,9 +58,16 @@ export class FrameRoots {
     });
   }
 
-  /** Whether `root` is a directory now; a HostFaultError when it does not answer (a hung mount). */
+  /** Whether `root` is a directory now; a HostFaultError when it does not answer (a hung mount) or fails as a host
+   *  does (a dead mount: ENOTCONN, ESTALE, EIO). */
   async isDirectory(root: string): Promise<boolean> {
-    return this.#call(root, async () => (await stat(root).catch(() => null))?.isDirectory() ?? false);
+    return this.#call(root, async () => {
+      const info = await stat(root).catch((err: unknown) => {
+        if (isTransient(err)) throw new HostFaultError(`frames root ${root} cannot be looked at now: ${(err as Error).message}`, { cause: err });
+        return null;
+      });
+      return info?.isDirectory() ?? false;
+    });
   }
 
   async #resolved(lexical: string, root: string): Promise<string> {
@@ -63,50 +81,54 @@ export class FrameRoots {
   }
 
   /** The root whose resolved path holds the resolved path `real`, or null. A resolved path lexically inside a root
-   *  is inside that root resolved (none of its components is a link), so the roots are resolved only otherwise. */
+   *  is inside that root resolved (none of its components is a link), so the roots are resolved only otherwise; a
+   *  root that cannot be resolved now (hung, or failing as a host does) leaves the answer open only if no other root
+   *  holds the path. */
   async #rootHolding(real: string): Promise<string | null> {
     const direct = this.roots.find((r) => inside(real, r));
     if (direct !== undefined) return direct;
+    const unanswered: unknown[] = [];
     for (const root of this.roots) {
       const resolvedRoot = await this.#call(root, () => realpath(root)).catch((err: unknown) => {
-        if (err instanceof HostFaultError) throw err;
-        return root; // a root that is gone now holds nothing
+        if (err instanceof HostFaultError || isTransient(err)) unanswered.push(err);
+        return null; // else gone now (ENOENT): holds nothing
       });
-      if (inside(real, resolvedRoot)) return root;
+      if (resolvedRoot !== null && inside(real, resolvedRoot)) return root;
     }
+    if (unanswered.length > 0) throw unanswered[0];
     return null;
   }
 
-  #call<T>(root: string, call: () => Promise<T>): Promise<T> {
-    return (this.#calls.get(root) as RootCalls).run(call);
-  }
-}
-
-/** One root's calls: at most ROOT_CONCURRENCY at once, each with a deadline; none while one is overdue. */
-class RootCalls {
-  #running = 0;
-  #overdue = 0;
-  readonly #waiting: Array<{ start(): void; refuse(err: Error): void }> = [];
-
-  constructor(readonly root: string, readonly timeoutMs: number) {}
-
-  async run<T>(call: () => Promise<T>): Promise<T> {
-    await this.#slot();
+  /** `call` under `root`'s bounds: its slot and one of the process's, within the deadline. */
+  async #call<T>(root: string, call: () => Promise<T>): Promise<T> {
+    const state = this.#roots.get(root) as RootState;
+    if (state.overdue > 0) throw state.hung();
+    if (this.#overdue === CALLS_IN_FLIGHT) throw this.#allHung();
+    await state.slot.acquire();
+    try {
+      await this.#slots.acquire();
+    } catch (err) {
+      state.slot.release();
+      throw err;
+    }
     let overdue = false;
     const done = call().finally(() => {
-      if (overdue) this.#overdue--;
-      const next = this.#waiting.shift();
-      if (next) next.start(); // the slot passes on
-      else this.#running--;
+      if (overdue) {
+        state.overdue--;
+        this.#overdue--;
+      }
+      this.#slots.release();
+      state.slot.release();
     });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         overdue = true;
+        state.overdue++;
         this.#overdue++;
-        const err = this.#hung();
-        for (const w of this.#waiting.splice(0)) w.refuse(err);
-        reject(err);
+        state.slot.refuseWaiting(state.hung());
+        if (this.#overdue === CALLS_IN_FLIGHT) this.#slots.refuseWaiting(this.#allHung());
+        reject(state.hung());
       }, this.timeoutMs);
     });
     try {
@@ -116,18 +138,48 @@ class RootCalls {
     }
   }
 
-  async #slot(): Promise<void> {
-    if (this.#overdue > 0) throw this.#hung();
-    if (this.#running < ROOT_CONCURRENCY) {
-      this.#running++;
+  #allHung(): HostFaultError {
+    return new HostFaultError(`frames roots: every file-system call slot (${CALLS_IN_FLIGHT}) is held by a call past frames.rootTimeoutS ${this.timeoutMs / 1000} s (hung mounts?): {path} frames are read again later`);
+  }
+}
+
+/** One root: a call at a time, and how many of its calls are past their deadline. */
+class RootState {
+  readonly slot = new Slots(1);
+  overdue = 0;
+
+  constructor(readonly root: string, readonly timeoutMs: number) {}
+
+  hung(): HostFaultError {
+    return new HostFaultError(`frames root ${this.root} has not answered a file-system call within frames.rootTimeoutS ${this.timeoutMs / 1000} s (a hung mount?): its frames are read again later`);
+  }
+}
+
+/** Up to `size` holders at once, the others waiting in order; the waiters can be refused all at once. By hand: the
+ *  limiters on npm (p-limit and its kin) drop a cleared queue's promises unsettled instead of rejecting them. */
+class Slots {
+  #held = 0;
+  readonly #waiting: Array<{ start(): void; refuse(err: Error): void }> = [];
+
+  constructor(readonly size: number) {}
+
+  async acquire(): Promise<void> {
+    if (this.#held < this.size) {
+      this.#held++;
       return;
     }
-    // the finishing call hands its slot over (#running stays), or a call gone overdue refuses every waiter
     await new Promise<void>((start, refuse) => this.#waiting.push({ start, refuse }));
   }
 
-  #hung(): HostFaultError {
-    return new HostFaultError(`frames root ${this.root} has not answered a file-system call within frames.rootTimeoutS ${this.timeoutMs / 1000} s (a hung mount?): its frames are read again later`);
+  /** The slot passes to the first waiter, if any. */
+  release(): void {
+    const next = this.#waiting.shift();
+    if (next) next.start();
+    else this.#held--;
+  }
+
+  refuseWaiting(err: Error): void {
+    for (const w of this.#waiting.splice(0)) w.refuse(err);
   }
 }
 
