@@ -109,11 +109,15 @@ describe("loop - frames under a root on a hung mount", () => {
     expect(await waitFor("the good root's frame", () => roots.read(join(good, "cam", "f.png"), 1 << 20).catch(() => null))).toEqual(png);
   });
 
-  it("is read again once its overdue calls return: what it answers then decides", async () => {
-    const roots = new FrameRoots([hung], 300);
+  it("is read again once its overdue calls return: what it answers then decides, and whether it is failing", async () => {
+    let changes = 0;
+    const roots = new FrameRoots([hung], 300, () => changes++);
     const hungMessage = /has not answered a file-system call/;
+    expect(roots.failing()).toEqual([]);
     await expect(roots.read(join(hung, "f.png"), 1 << 20)).rejects.toThrow(hungMessage);
     await expect(roots.read(join(hung, "f.png"), 1 << 20)).rejects.toThrow(hungMessage);
+    expect(roots.failing()).toEqual([{ root: hung, cause: expect.stringMatching(hungMessage) as unknown as string }]);
+    expect(changes).toBe(1);
     mount.abort(); // the overdue call returns (ENOTCONN): the next frame makes a call again
     const answered = await waitFor("a call made again", async () => {
       const err = await roots.read(join(hung, "f.png"), 1 << 20).then(() => new Error("read"), (e: unknown) => e as Error);
@@ -124,6 +128,11 @@ describe("loop - frames under a root on a hung mount", () => {
     expect(answered.message).toMatch(/^frames root .*\/hung is not a directory now \(unmounted\?\)/);
     // and at a start: a root that fails as a host does (ENOTCONN) is the host's too, not a configuration error
     await expect(roots.isDirectory(hung)).rejects.toThrow(/^frames root .*\/hung cannot be looked at now: ENOTCONN/);
+    expect(roots.failing().map((f) => f.root)).toEqual([hung]);
+    // unmounted, the root is a plain folder again: it answers (this frame is not there: the rollout's fault)
+    mount.close();
+    await expect(roots.read(join(hung, "f.png"), 1 << 20)).rejects.toMatchObject({ reason: "image_missing" });
+    expect(roots.failing()).toEqual([]);
   });
 
   describe("in the daemon", () => {
@@ -138,7 +147,7 @@ describe("loop - frames under a root on a hung mount", () => {
 
     const withFrames = (r: RolloutCompletedInput, path: string): RolloutCompletedInput => ({ ...r, steps: r.steps.map((s) => ({ ...s, image: { path } })) });
 
-    it("starts, trains the rollouts whose frames it can read, and rejects none of those on the hung root", async () => {
+    it("starts, trains the rollouts whose frames it can read, says degraded, and trains the others once the root answers", async () => {
       const e = (env = await startLoopEnv());
       const frame = join(e.framesRoot, "cam", "f.png");
       mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
@@ -156,6 +165,21 @@ describe("loop - frames under a root on a hung mount", () => {
       expect(stuck.map((r) => acc.rounds.get(r.id) ?? null)).toEqual([null, null]);
       expect([...acc.rejections.keys()]).toEqual([]);
       expect(daemon.snapshot().round).toBe(1);
+      // the operator sees why those rollouts wait
+      const health = daemon.snapshot().health;
+      expect(health.status).toBe("degraded");
+      expect(health.cause).toMatch(/^frames root .*\/hung has not answered a file-system call within frames.rootTimeoutS 0.5 s \(a hung mount\?\)/);
+      // the share comes back, with the frames: the rollouts that waited train in the next round, and health is ok
+      mount.close();
+      mkdirSync(join(hung, "cam"), { recursive: true });
+      for (const i of [0, 1]) writeFileSync(join(hung, "cam", `${i}.png`), png);
+      const after = await waitFor("the waiting rollouts trained", async () => {
+        const a = await accounting(e);
+        return stuck.every((r) => a.rounds.has(r.id)) ? a : null;
+      });
+      expect(stuck.map((r) => after.rounds.get(r.id))).toEqual([[2], [2]]);
+      expect([...after.rejections.keys()]).toEqual([]);
+      expect(daemon.snapshot().health).toEqual({ status: "ok", cause: null, since: null });
     });
   });
 });

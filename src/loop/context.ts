@@ -51,8 +51,10 @@ export interface LoopContext {
     /** bytes, from the trainer's stats when it reports `gpu_memory_bytes` */
     gpuMemory: number | null;
   };
-  /** writer: round runner */
+  /** the sum of `degradedBy` (writers: setDegraded, setHealthy) */
   health: Health;
+  /** what makes the daemon degraded now, by source, each with its cause and since when */
+  readonly degradedBy: Map<DegradedSource, { cause: string; since: string }>;
   /** the live-outcome guard's last verdict on the serving lineage (writers: daemon at start, round runner) */
   guard: GuardVerdict | null;
   phase: Phase;
@@ -65,15 +67,33 @@ export function setPhase(ctx: LoopContext, phase: Phase): void {
 }
 
 /** Degraded with a cause (the trainer or its host fails); the first cause's time is kept while it lasts. */
-export function setDegraded(ctx: LoopContext, cause: string): void {
-  const since = ctx.health.status === "degraded" ? ctx.health.since : new Date().toISOString();
-  ctx.health = { status: "degraded", cause, since };
-  ctx.metrics.degraded.set(1);
+/** Who says the daemon is degraded: the round runner (a trainer fault, a step retried after training) or the
+ *  frames roots (one not answering, or failing as a host does). Each clears only its own cause. */
+export type DegradedSource = "round" | "frames";
+
+export function setDegraded(ctx: LoopContext, cause: string, source: DegradedSource = "round"): void {
+  const since = ctx.degradedBy.get(source)?.since ?? new Date().toISOString();
+  ctx.degradedBy.set(source, { cause, since });
+  sumHealth(ctx);
 }
 
-export function setHealthy(ctx: LoopContext): void {
-  if (ctx.health.status === "ok") return;
-  ctx.log.info({ was: ctx.health.cause }, "health ok again");
-  ctx.health = { status: "ok", cause: null, since: null };
-  ctx.metrics.degraded.set(0);
+export function setHealthy(ctx: LoopContext, source: DegradedSource = "round"): void {
+  const was = ctx.degradedBy.get(source);
+  if (!was) return;
+  ctx.degradedBy.delete(source);
+  sumHealth(ctx);
+  ctx.log.info({ was: was.cause }, ctx.health.status === "ok" ? "health ok again" : `${source}: ok again; still degraded`);
+}
+
+/** The cause `source` gave, or null when it says nothing is wrong. */
+export function degradedCause(ctx: LoopContext, source: DegradedSource): string | null {
+  return ctx.degradedBy.get(source)?.cause ?? null;
+}
+
+function sumHealth(ctx: LoopContext): void {
+  const causes = [...ctx.degradedBy.values()];
+  ctx.health = causes.length === 0
+    ? { status: "ok", cause: null, since: null }
+    : { status: "degraded", cause: causes.map((c) => c.cause).join("; "), since: causes.map((c) => c.since).sort()[0] as string };
+  ctx.metrics.degraded.set(causes.length === 0 ? 0 : 1);
 }

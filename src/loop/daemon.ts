@@ -14,7 +14,7 @@ import { connectNats, ensureStreams, type Nats } from "./connection.js";
 import { openAdapterBucket, openIdsBucket, openStateBucket } from "./buckets.js";
 import { ConsumedIds } from "./consumed-ids.js";
 import { adapterFolders, syncManifests } from "./continuation.js";
-import { setPhase, type Buffered, type LoopContext } from "./context.js";
+import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { isStopRequested } from "./errors.js";
 import { EventPublisher } from "./events.js";
 import { frameObjectOpener } from "./frame-objects.js";
@@ -140,7 +140,7 @@ export class Daemon {
   async #open(): Promise<{ running: Running; pending: Manifest | null }> {
     const config = this.config;
     this.#lock = await lockWorkDir(config.workDir);
-    const frameRoots = (this.#frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000));
+    const frameRoots = (this.#frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000, () => this.#frameRootsHealth()));
     await checkConfiguredFiles(config, frameRoots, this.log);
     await this.#trainer.start();
     this.#trainerReady = true;
@@ -174,6 +174,7 @@ export class Daemon {
     const recovered = await recover(config.workDir, state.record, config.intake.dedupRounds, this.log);
     const ctx = this.#context(nats, state, recovered.applied, consumedIds);
     this.#ctx = ctx;
+    this.#frameRootsHealth(); // a root found failing by the start's checks
     const intake = new Intake(nats.js, nats.jsm, {
       policy: ctx.policy, consumer: config.consumer, round: config.round, startSeq: () => ctx.ackFloor + 1,
     }, logger("intake", { policy: ctx.policy }));
@@ -248,6 +249,15 @@ export class Daemon {
     return running.scheduler.rollback(toRound, reason);
   }
 
+  /** A frames root failing as a host does holds its rollouts back (they wait, nak'd): the daemon says `degraded`. */
+  #frameRootsHealth(): void {
+    const ctx = this.#ctx;
+    if (!ctx) return;
+    const failing = this.#frameRoots?.failing() ?? [];
+    if (failing.length === 0) return setHealthy(ctx, "frames");
+    setDegraded(ctx, failing.map((f) => f.cause).join("; "), "frames");
+  }
+
   // -------------------------------------------------------------------------------------------------------------
   // startup
 
@@ -287,6 +297,7 @@ export class Daemon {
       ackFloor: state.record.ack_floor,
       tally: { acceptedRows: 0, rejected: 0, last: null, gpuMemory: null },
       health: { status: "ok", cause: null, since: null },
+      degradedBy: new Map(),
       guard: verdictOf(state.record, this.config.guard),
       phase: "starting",
       stopping: false,

@@ -23,9 +23,16 @@ export class FrameRoots {
   readonly #slots = new Slots(CALLS_IN_FLIGHT);
   #overdue = 0;
 
-  /** `roots`: absolute paths; `timeoutMs`: the deadline of one file-system call under a root. */
-  constructor(readonly roots: readonly string[], readonly timeoutMs = 10_000) {
+  /** `roots`: absolute paths; `timeoutMs`: the deadline of one file-system call under a root; `onChange`: called
+   *  when a root starts or stops failing (failing() says which and why: the daemon's health). */
+  constructor(readonly roots: readonly string[], readonly timeoutMs = 10_000, private readonly onChange: () => void = () => {}) {
     this.#roots = new Map(roots.map((root) => [root, new RootState(root, timeoutMs)]));
+  }
+
+  /** The roots whose last call failed as a host does (past its deadline, a root gone, EIO, ENOTCONN), each with
+   *  that failure: their frames wait. A root leaves the list at the first call it answers. */
+  failing(): Array<{ root: string; cause: string }> {
+    return [...this.#roots.values()].flatMap((r) => (r.failure === null ? [] : [{ root: r.root, cause: r.failure }]));
   }
 
   /** Calls past their deadline that have not returned: each holds a thread, which keeps the process from exiting. */
@@ -120,6 +127,7 @@ export class FrameRoots {
       this.#slots.release();
       state.slot.release();
     });
+    done.then(() => this.#answered(state, null), (err: unknown) => this.#answered(state, err));
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -128,6 +136,7 @@ export class FrameRoots {
         this.#overdue++;
         state.slot.refuseWaiting(state.hung());
         if (this.#overdue === CALLS_IN_FLIGHT) this.#slots.refuseWaiting(this.#allHung());
+        this.#failed(state, state.hung().message);
         reject(state.hung());
       }, this.timeoutMs);
     });
@@ -136,6 +145,22 @@ export class FrameRoots {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** A call under `state`'s root has returned: a host's failure keeps (or makes) the root failing, anything else —
+   *  a frame read, or a frame's own fault — shows it answers. */
+  #answered(state: RootState, err: unknown): void {
+    if (err !== null && (err instanceof HostFaultError || isTransient(err))) this.#failed(state, (err as Error).message);
+    else if (state.failure !== null && state.overdue === 0) {
+      state.failure = null;
+      this.onChange();
+    }
+  }
+
+  #failed(state: RootState, cause: string): void {
+    const changed = state.failure !== cause;
+    state.failure = cause;
+    if (changed) this.onChange();
   }
 
   #allHung(): HostFaultError {
@@ -147,6 +172,8 @@ export class FrameRoots {
 class RootState {
   readonly slot = new Slots(1);
   overdue = 0;
+  /** the host's failure of its last call, null when it answered */
+  failure: string | null = null;
 
   constructor(readonly root: string, readonly timeoutMs: number) {}
 

@@ -22,7 +22,7 @@ export class Metrics {
   readonly bufferedRollouts = new Gauge({ name: "rlloop_buffered_rollouts", help: "rollouts in the open round", registers: this.#reg });
   readonly pendingAcks = new Gauge({ name: "rlloop_pending_acks", help: "messages held unacked (open and training rounds)", registers: this.#reg });
   readonly phase = new Gauge({ name: "rlloop_phase", help: "1 for the current phase", labelNames: ["phase"], registers: this.#reg });
-  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the trainer or its host fails and rounds are retried", registers: this.#reg });
+  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the daemon is degraded: the trainer or its host fails, a step after training keeps failing, or a frames root fails as a host does", registers: this.#reg });
   readonly gpuMemoryBytes = new Gauge({ name: "rlloop_gpu_memory_bytes", help: "peak GPU memory of the last trained round, bytes (rank 0)", registers: this.#reg });
   readonly last = {
     pg_loss: new Gauge({ name: "rlloop_last_round_pg_loss", help: "last trained round's policy-gradient loss", registers: this.#reg }),

@@ -15,7 +15,7 @@ import { PhaseClock } from "../phase-clock.js";
 import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./assemble.js";
 import { Backoff } from "./backoff.js";
 import { configHash } from "./config/index.js";
-import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
+import { degradedCause, setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
 import { isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
@@ -406,7 +406,7 @@ export class RoundRunner {
       after: 5,
       degraded: (c) => setDegraded(ctx, (cause = c)),
       recovered: () => {
-        if (ctx.health.cause === cause) setHealthy(ctx);
+        if (degradedCause(ctx, "round") === cause) setHealthy(ctx);
       },
     };
   }
