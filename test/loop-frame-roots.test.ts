@@ -109,6 +109,19 @@ describe("loop - frames under a root on a hung mount", () => {
     expect(await waitFor("the good root's frame", () => roots.read(join(good, "cam", "f.png"), 1 << 20).catch(() => null))).toEqual(png);
   });
 
+  it("frames of a good root waiting for a slot when the second root goes overdue fail at once, not behind the hung calls", async () => {
+    const second = alsoHung("hung-2");
+    const roots = new FrameRoots([good, hung, second], 500);
+    const hungReads = [hung, second].map((r) => roots.read(join(r, "f.png"), 1 << 20).catch((e: unknown) => e));
+    // a rollout's steps are read at once: one waits for a shared slot, the others for the good root's
+    const goodReads = Array.from({ length: 3 }, () => roots.read(join(good, "cam", "f.png"), 1 << 20).catch((e: unknown) => e as Error));
+    const settled = await within("the good root's frames", Promise.all(goodReads));
+    expect(settled.map((e) => e instanceof HostFaultError && /^frames roots: every file-system call slot/.test(e.message))).toEqual([true, true, true]);
+    mount.abort();
+    expect((await Promise.all(hungReads)).every((e) => e instanceof HostFaultError)).toBe(true);
+    expect(await waitFor("the good root's frame", () => roots.read(join(good, "cam", "f.png"), 1 << 20).catch(() => null))).toEqual(png);
+  });
+
   it("is read again once its overdue calls return: what it answers then decides, and whether it is failing", async () => {
     let changes = 0;
     const roots = new FrameRoots([hung], 300, () => changes++);
@@ -135,6 +148,19 @@ describe("loop - frames under a root on a hung mount", () => {
     expect(roots.failing()).toEqual([]);
   });
 
+  it("a failing root is looked at again on its own: seen to answer when it does, though no frame of it comes", async () => {
+    const roots = new FrameRoots([hung], 300);
+    try {
+      await expect(roots.isDirectory(hung)).rejects.toThrow(/has not answered a file-system call/); // a hung root at start
+      mount.abort();
+      await waitFor("the dead mount's failure", () => (roots.failing()[0]?.cause.includes("ENOTCONN") ? true : null));
+      mount.close(); // unmounted: a plain folder again
+      await waitFor("the root seen to answer", () => (roots.failing().length === 0 ? true : null));
+    } finally {
+      roots.close();
+    }
+  });
+
   describe("in the daemon", () => {
     let env: LoopEnv | null = null;
     let daemon: Daemon | null = null;
@@ -152,7 +178,7 @@ describe("loop - frames under a root on a hung mount", () => {
       const frame = join(e.framesRoot, "cam", "f.png");
       mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
       writeFileSync(frame, png);
-      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, hung], rootTimeoutS: 0.5 }, round: { rows: 8, maxWaitS: 1, minRows: 1 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
+      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, hung], rootTimeoutS: 2 }, round: { rows: 8, maxWaitS: 1, minRows: 1 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
       await within("the start (a root that does not answer is checked with a deadline)", daemon.start());
       const stuck = await Promise.all([0, 1].map(async (i) => withFrames(await makeRollout("on-hung", i, { steps: 2 }), join(hung, "cam", `${i}.png`))));
       const fine = await Promise.all([0, 1, 2, 3].map(async (i) => withFrames(await makeRollout("on-good", i, { steps: 2 }), frame)));
@@ -168,7 +194,7 @@ describe("loop - frames under a root on a hung mount", () => {
       // the operator sees why those rollouts wait
       const health = daemon.snapshot().health;
       expect(health.status).toBe("degraded");
-      expect(health.cause).toMatch(/^frames root .*\/hung has not answered a file-system call within frames.rootTimeoutS 0.5 s \(a hung mount\?\)/);
+      expect(health.cause).toMatch(/^frames root .*\/hung has not answered a file-system call within frames.rootTimeoutS 2 s \(a hung mount\?\)/);
       // the share comes back, with the frames: the rollouts that waited train in the next round, and health is ok
       mount.close();
       mkdirSync(join(hung, "cam"), { recursive: true });
@@ -176,7 +202,7 @@ describe("loop - frames under a root on a hung mount", () => {
       const after = await waitFor("the waiting rollouts trained", async () => {
         const a = await accounting(e);
         return stuck.every((r) => a.rounds.has(r.id)) ? a : null;
-      });
+      }, 180_000); // their next delivery: the redelivery backoff doubles from 5 s with each judgement that failed
       expect(stuck.map((r) => after.rounds.get(r.id))).toEqual([[2], [2]]);
       expect([...after.rejections.keys()]).toEqual([]);
       expect(daemon.snapshot().health).toEqual({ status: "ok", cause: null, since: null });

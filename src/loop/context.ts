@@ -66,11 +66,11 @@ export function setPhase(ctx: LoopContext, phase: Phase): void {
   ctx.metrics.setPhase(phase);
 }
 
-/** Degraded with a cause (the trainer or its host fails); the first cause's time is kept while it lasts. */
 /** Who says the daemon is degraded: the round runner (a trainer fault, a step retried after training) or the
  *  frames roots (one not answering, or failing as a host does). Each clears only its own cause. */
 export type DegradedSource = "round" | "frames";
 
+/** Degraded with a cause from `source`; the first cause's time is kept while it lasts. */
 export function setDegraded(ctx: LoopContext, cause: string, source: DegradedSource = "round"): void {
   const since = ctx.degradedBy.get(source)?.since ?? new Date().toISOString();
   ctx.degradedBy.set(source, { cause, since });

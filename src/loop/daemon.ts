@@ -233,6 +233,7 @@ export class Daemon {
     await this.#lock?.release();
     setPhase(ctx, "stopped");
     this.log.info("stopped");
+    this.#frameRoots?.close();
     const stuck = this.#frameRoots?.overdueCalls ?? 0;
     if (stuck > 0) this.log.warn({ calls: stuck }, "file-system calls into a hung frames root have not returned: the process exits once they do (or at SIGKILL); nothing is lost, it drained first");
     this.#resolveClosed(this.#fatal);
@@ -255,6 +256,7 @@ export class Daemon {
     if (!ctx) return;
     const failing = this.#frameRoots?.failing() ?? [];
     if (failing.length === 0) return setHealthy(ctx, "frames");
+    this.log.warn({ failing }, "degraded: a frames root fails; its rollouts wait, none is rejected for it");
     setDegraded(ctx, failing.map((f) => f.cause).join("; "), "frames");
   }
 
@@ -272,6 +274,7 @@ export class Daemon {
     this.#closingAfterFailedStart = true; // the connection closing now is ours, not a fault to report
     await this.#observability?.stop();
     this.#ctx?.held.release();
+    this.#frameRoots?.close();
     await this.#trainer.close().catch(() => {});
     await this.#lease?.release().catch(() => {});
     await this.#nats?.nc.close().catch(() => {});

@@ -22,6 +22,7 @@ export class FrameRoots {
   readonly #roots: Map<string, RootState>;
   readonly #slots = new Slots(CALLS_IN_FLIGHT);
   #overdue = 0;
+  #recheck: NodeJS.Timeout | null = null;
 
   /** `roots`: absolute paths; `timeoutMs`: the deadline of one file-system call under a root; `onChange`: called
    *  when a root starts or stops failing (failing() says which and why: the daemon's health). */
@@ -68,13 +69,13 @@ export class FrameRoots {
   /** Whether `root` is a directory now; a HostFaultError when it does not answer (a hung mount) or fails as a host
    *  does (a dead mount: ENOTCONN, ESTALE, EIO). */
   async isDirectory(root: string): Promise<boolean> {
-    return this.#call(root, async () => {
-      const info = await stat(root).catch((err: unknown) => {
-        if (isTransient(err)) throw new HostFaultError(`frames root ${root} cannot be looked at now: ${(err as Error).message}`, { cause: err });
-        return null;
-      });
-      return info?.isDirectory() ?? false;
-    });
+    return this.#call(root, () => rootIsDirectory(root));
+  }
+
+  /** Stops the look at failing roots. */
+  close(): void {
+    if (this.#recheck) clearInterval(this.#recheck);
+    this.#recheck = null;
   }
 
   async #resolved(lexical: string, root: string): Promise<string> {
@@ -112,6 +113,11 @@ export class FrameRoots {
     if (state.overdue > 0) throw state.hung();
     if (this.#overdue === CALLS_IN_FLIGHT) throw this.#allHung();
     await state.slot.acquire();
+    // both shared slots may have gone overdue while this call waited for its root's slot: it would wait behind them
+    if (this.#overdue === CALLS_IN_FLIGHT) {
+      state.slot.release();
+      throw this.#allHung();
+    }
     try {
       await this.#slots.acquire();
     } catch (err) {
@@ -147,20 +153,42 @@ export class FrameRoots {
     }
   }
 
-  /** A call under `state`'s root has returned: a host's failure keeps (or makes) the root failing, anything else —
-   *  a frame read, or a frame's own fault — shows it answers. */
+  /** A call under `state`'s root has returned: a failure of the root (gone, dead, not answering: a HostFaultError)
+   *  keeps or makes it failing; anything else — a frame read, a frame's own fault, an I/O error of one file — shows
+   *  that the root answers. */
   #answered(state: RootState, err: unknown): void {
-    if (err !== null && (err instanceof HostFaultError || isTransient(err))) this.#failed(state, (err as Error).message);
+    if (err instanceof HostFaultError) this.#failed(state, err.message);
     else if (state.failure !== null && state.overdue === 0) {
       state.failure = null;
-      this.onChange();
+      this.#changed();
     }
   }
 
   #failed(state: RootState, cause: string): void {
     const changed = state.failure !== cause;
     state.failure = cause;
-    if (changed) this.onChange();
+    // a failing root is looked at again on its own, so that it is seen to answer though no frame of it comes
+    this.#recheck ??= setInterval(() => this.#lookAgain(), Math.max(1000, this.timeoutMs)).unref();
+    if (changed) this.#changed();
+  }
+
+  #lookAgain(): void {
+    const failing = [...this.#roots.values()].filter((r) => r.failure !== null);
+    if (failing.length === 0) return this.close();
+    for (const state of failing) {
+      if (state.overdue > 0) continue; // its overdue call decides
+      this.#call(state.root, async () => {
+        if (!(await rootIsDirectory(state.root))) throw new HostFaultError(`frames root ${state.root} is not a directory now (unmounted?)`);
+      }).catch(() => {});
+    }
+  }
+
+  #changed(): void {
+    try {
+      this.onChange();
+    } catch {
+      // the listener's fault must not fail a frame or a timer
+    }
   }
 
   #allHung(): HostFaultError {
@@ -208,6 +236,15 @@ class Slots {
   refuseWaiting(err: Error): void {
     for (const w of this.#waiting.splice(0)) w.refuse(err);
   }
+}
+
+/** Whether `root` is a directory; a HostFaultError when it fails as a host does (ENOTCONN, ESTALE, EIO). */
+async function rootIsDirectory(root: string): Promise<boolean> {
+  const info = await stat(root).catch((err: unknown) => {
+    if (isTransient(err)) throw new HostFaultError(`frames root ${root} cannot be looked at now: ${(err as Error).message}`, { cause: err });
+    return null;
+  });
+  return info?.isDirectory() ?? false;
 }
 
 /** The root holding `path` is not a directory now (an unmounted share): the host's fault, not the frame's. */
