@@ -191,7 +191,8 @@ describe("loop - frames under a root on a hung mount", () => {
       expect(stuck.map((r) => acc.rounds.get(r.id) ?? null)).toEqual([null, null]);
       expect([...acc.rejections.keys()]).toEqual([]);
       expect(daemon.snapshot().round).toBe(1);
-      // the operator sees why those rollouts wait
+      // the operator sees why those rollouts wait, and how many do
+      expect(await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text()).toContain("rlloop_rollouts_waiting 2");
       const health = daemon.snapshot().health;
       expect(health.status).toBe("degraded");
       expect(health.cause).toMatch(/^frames root .*\/hung has not answered a file-system call within frames.rootTimeoutS 2 s \(a hung mount\?\)/);
@@ -206,6 +207,7 @@ describe("loop - frames under a root on a hung mount", () => {
       expect(stuck.map((r) => after.rounds.get(r.id))).toEqual([[2], [2]]);
       expect([...after.rejections.keys()]).toEqual([]);
       expect(daemon.snapshot().health).toEqual({ status: "ok", cause: null, since: null });
+      expect(await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text()).toContain("rlloop_rollouts_waiting 0");
     });
   });
 });

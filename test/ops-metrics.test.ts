@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codesOf, RejectReason } from "../src/contract/index.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
+import { maxAckPending } from "../src/loop/intake.js";
 import { POLICY, REPO, cliArgs, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 import { subjects } from "../src/contract/index.js";
 
@@ -53,6 +54,7 @@ describe("ops - metrics and probes of a running daemon", () => {
       rlloop_build_info: "gauge", rlloop_rollouts_accepted_total: "counter", rlloop_rows_accepted_total: "counter",
       rlloop_rollouts_rejected_total: "counter", rlloop_rounds_total: "counter", rlloop_committed_round: "gauge",
       rlloop_buffered_rows: "gauge", rlloop_buffered_rollouts: "gauge", rlloop_pending_acks: "gauge", rlloop_phase: "gauge",
+      rlloop_rollouts_waiting: "gauge", rlloop_consumer_ack_pending: "gauge", rlloop_consumer_max_ack_pending: "gauge",
       rlloop_degraded: "gauge", rlloop_gpu_memory_bytes: "gauge", rlloop_last_round_pg_loss: "gauge", rlloop_last_round_kl: "gauge",
       rlloop_last_round_clip_fraction: "gauge", rlloop_last_round_logp_gap: "gauge", rlloop_last_round_logp_gap_abs: "gauge",
       rlloop_last_round_rows: "gauge", rlloop_last_round_train_seconds: "gauge", rlloop_round_latency_seconds: "histogram",
@@ -71,6 +73,13 @@ describe("ops - metrics and probes of a running daemon", () => {
     expect(scrape).toContain(`rlloop_gpu_memory_bytes ${2 ** 30}`);
     expect(scrape).toContain("rlloop_round_latency_seconds_count 1");
     for (const step of ["assemble", "train", "commit", "publish"]) expect(scrape).toContain(`rlloop_round_step_seconds_count{step="${step}"} 1`);
+    expect(scrape).toContain("rlloop_rollouts_waiting 0");
+    // the consumer by the server's count, from the stats tick: its limit, and nothing pending once the round is acked
+    const limit = maxAckPending(parseConfig(env.config()));
+    await waitFor("the consumer's state scraped", async () => {
+      const s = await (await fetch(`${base}/metrics`)).text();
+      return s.includes(`rlloop_consumer_max_ack_pending ${limit}`) && s.includes("rlloop_consumer_ack_pending 0") ? true : null;
+    });
   });
 
   it("ops/grafana-dashboard.json queries only metrics the daemon exports", async () => {

@@ -54,14 +54,14 @@ export class Admission {
     const deliveries = msg.info.deliveryCount;
     try {
       await this.#judge(msg);
-      this.#lastErrors.delete(msg.seq);
+      this.#forgetError(msg.seq);
     } catch (err) {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
       if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
       const failures = this.#rememberError(msg.seq, (err as Error).message);
       const { maxDeliveries } = this.ctx.config.intake;
       if (deliveries > maxDeliveries && failures >= FAILURES_BEFORE_GIVING_UP) {
-        this.#lastErrors.delete(msg.seq);
+        this.#forgetError(msg.seq);
         return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed; last error: ${String((err as Error).message).slice(0, 300)}`);
       }
       const delayMs = redeliveryDelayMs(deliveries);
@@ -165,7 +165,7 @@ export class Admission {
       ctx.held.nak([msg.seq], redeliveryDelayMs(msg.info.deliveryCount));
       return;
     }
-    this.#lastErrors.delete(msg.seq);
+    this.#forgetError(msg.seq);
     ctx.rejectedSeqs.add(msg.seq);
     ctx.metrics.rejected.inc({ reason });
     ctx.tally.rejected++;
@@ -179,7 +179,13 @@ export class Admission {
     this.#lastErrors.delete(seq);
     this.#lastErrors.set(seq, { message: message.slice(0, 300), failures });
     if (this.#lastErrors.size > LAST_ERRORS_KEPT) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
+    this.ctx.metrics.rolloutsWaiting.set(this.#lastErrors.size);
     return failures;
+  }
+
+  /** The message's judgement ended (admitted or rejected): it no longer waits. */
+  #forgetError(seq: number): void {
+    if (this.#lastErrors.delete(seq)) this.ctx.metrics.rolloutsWaiting.set(this.#lastErrors.size);
   }
 }
 

@@ -195,7 +195,7 @@ export class Daemon {
     });
     const observability = await Observability.start(ctx, {
       snapshot: () => this.snapshot(), rounds: (n) => this.rounds(n), rollback: (to, reason) => this.rollback(to, reason),
-      readiness: () => this.#readiness(), ackFloor: () => intake.ackFloor(),
+      readiness: () => this.#readiness(), consumer: () => intake.consumerState(),
     }, url);
     this.#observability = observability;
     await intake.ensureConsumer();

@@ -23,6 +23,12 @@ export interface IntakeOptions {
 }
 
 /** Messages the consumer may hand out unacked: the training round, the open round, one fetch batch, slack. */
+export interface ConsumerState {
+  ackFloor: number;
+  ackPending: number;
+  maxAckPending: number;
+}
+
 export function maxAckPending(opts: Pick<IntakeOptions, "consumer" | "round">): number {
   return opts.consumer.maxAckPending ?? 2 * opts.round.rows + 2 * opts.consumer.fetchBatch + 64;
 }
@@ -131,9 +137,15 @@ export class Intake {
   }
 
   async ackFloor(): Promise<number | null> {
+    return (await this.consumerState())?.ackFloor ?? null;
+  }
+
+  /** The consumer by the server's count: its ack floor, the messages it has handed out unacked and its limit on
+   *  them; null while the server does not answer. */
+  async consumerState(): Promise<ConsumerState | null> {
     try {
       const info = await this.jsm.consumers.info(ROLLOUT_STREAM, this.name);
-      return info.ack_floor.stream_seq;
+      return { ackFloor: info.ack_floor.stream_seq, ackPending: info.num_ack_pending, maxAckPending: info.config.max_ack_pending ?? -1 };
     } catch {
       return null;
     }

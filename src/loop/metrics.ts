@@ -21,6 +21,9 @@ export class Metrics {
   readonly bufferedRows = new Gauge({ name: "rlloop_buffered_rows", help: "rows in the open round", registers: this.#reg });
   readonly bufferedRollouts = new Gauge({ name: "rlloop_buffered_rollouts", help: "rollouts in the open round", registers: this.#reg });
   readonly pendingAcks = new Gauge({ name: "rlloop_pending_acks", help: "messages held unacked (open and training rounds)", registers: this.#reg });
+  readonly rolloutsWaiting = new Gauge({ name: "rlloop_rollouts_waiting", help: "rollouts whose last judgement failed for a transient reason (NATS, the host, the configuration): nak'd, judged again later", registers: this.#reg });
+  readonly consumerAckPending = new Gauge({ name: "rlloop_consumer_ack_pending", help: "messages the rollouts consumer has handed out unacked, by the server's count (the rounds', those being judged, those waiting to be judged again)", registers: this.#reg });
+  readonly consumerMaxAckPending = new Gauge({ name: "rlloop_consumer_max_ack_pending", help: "the consumer's max_ack_pending: at it, the server hands out no new rollout", registers: this.#reg });
   readonly phase = new Gauge({ name: "rlloop_phase", help: "1 for the current phase", labelNames: ["phase"], registers: this.#reg });
   readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the daemon is degraded: the trainer or its host fails, a step after training keeps failing, or a frames root fails as a host does", registers: this.#reg });
   readonly gpuMemoryBytes = new Gauge({ name: "rlloop_gpu_memory_bytes", help: "peak GPU memory of the last trained round, bytes (rank 0)", registers: this.#reg });

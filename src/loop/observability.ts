@@ -10,13 +10,15 @@ import type { LoopContext } from "./context.js";
 import { ConfigError } from "./errors.js";
 import { serveHttp, type Readiness } from "./http-server.js";
 import { startService, type ServiceSource } from "./service.js";
+import type { ConsumerState } from "./intake.js";
 import { StatsTicker } from "./stats.js";
 
 /** The daemon as its monitors read it. */
 export interface ObservedLoop extends ServiceSource {
   readiness(): Readiness;
-  /** the consumer's ack floor, null while unknown (the stats ticker folds it into the context) */
-  ackFloor(): Promise<number | null>;
+  /** the consumer by the server's count, null while unknown (the stats ticker folds its ack floor into the context
+   *  and its pending count into the metrics) */
+  consumer(): Promise<ConsumerState | null>;
 }
 
 export class Observability {
@@ -70,8 +72,11 @@ export class Observability {
       this.metricsPort = port;
     }
     this.#ticker = new StatsTicker(ctx, () => loop.snapshot(), async () => {
-      const floor = await loop.ackFloor();
-      if (floor != null) ctx.ackFloor = Math.max(ctx.ackFloor, floor);
+      const consumer = await loop.consumer();
+      if (consumer === null) return;
+      ctx.ackFloor = Math.max(ctx.ackFloor, consumer.ackFloor);
+      ctx.metrics.consumerAckPending.set(consumer.ackPending);
+      ctx.metrics.consumerMaxAckPending.set(consumer.maxAckPending);
     });
   }
 }
