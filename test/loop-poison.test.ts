@@ -72,7 +72,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(goods.every((r) => (acc.rounds.get(r.id)?.length ?? 0) === 1)).toBe(true);
   });
 
-  it("a good rollout delivered more than intake.maxDeliveries times (restarts, outages) is admitted; one whose judgement keeps failing is rejected undeliverable with its last error", async () => {
+  it("a good rollout delivered more than intake.maxDeliveries times (restarts, outages) is admitted; one whose judgement keeps failing while the consumer is at its limit is rejected undeliverable with its last error", async () => {
     const e = (env = await startLoopEnv());
     const good = await makeRollout("redelivered", 0, { steps: 1 });
     await publishRollouts(e.js, [good]);
@@ -87,14 +87,42 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     // its frame comes from an object store that does not exist: the configuration's fault, judged again 5 s, 10 s later
     const unlucky = await makeRollout("unlucky", 0, { steps: 1 });
     unlucky.steps[0]!.image = { object: "cam/frame.png" };
-    await start({ intake: { maxDeliveries: 1 }, frames: { roots: [e.framesRoot], objectBucket: "no-such-frames" }, round: { rows: 1 } });
+    // max_ack_pending 1: the waiting rollout alone keeps the server from handing out any other
+    await start({ intake: { maxDeliveries: 1 }, consumer: { maxAckPending: 1 }, frames: { roots: [e.framesRoot], objectBucket: "no-such-frames" }, round: { rows: 1 } });
     await publishRollouts(e.js, [unlucky]);
     const acc = await settled(e, [good.id, unlucky.id]);
     expect(acc.rounds.get(good.id)).toEqual([1]);
     expect(rejection(acc, good.id)).toBeUndefined();
     expect(rejection(acc, unlucky.id)).toEqual(["undeliverable"]);
     const events = await eventsOn<{ id: string; message: string }>(e.jsm, subjects(POLICY).rejected);
-    expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^delivered 3 times \(intake.maxDeliveries 1\), its last 3 judgements failed; last error: .*the frames object store does not exist/);
+    expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^delivered 3 times \(intake.maxDeliveries 1\), its last 3 judgements failed, and the consumer is at its max_ack_pending 1: waiting longer would hold the stream; last error: .*the frames object store does not exist/);
+  });
+
+  it("a rollout whose judgement keeps failing for a fault not its own waits, past intake.maxDeliveries, while it holds nothing back", async () => {
+    const e = (env = await startLoopEnv());
+    // its frame comes from an object store that does not exist (the configuration's fault); the consumer has room
+    const unlucky = await makeRollout("waits", 0, { steps: 1 });
+    unlucky.steps[0]!.image = { object: "cam/frame.png" };
+    const config = e.writeConfig({ intake: { maxDeliveries: 1 }, frames: { objectBucket: "no-such-frames" }, round: { rows: 1 }, log: { level: "info" } });
+    const daemonProcess = spawnDaemon(config);
+    try {
+      await publishRollouts(e.js, [unlucky]);
+      // its third judgement: the one that rejected it before, as soon as it had been delivered more than once
+      await daemonProcess.waitForLog("the third judgement failed", (l) => l.msg === "cannot admit rollout now; will be redelivered" && l.deliveries === 3);
+      const good = await makeRollout("flows", 0, { steps: 1 });
+      await publishRollouts(e.js, [good]);
+      const acc = await waitFor("the good rollout trained", async () => {
+        const a = await accounting(e);
+        return a.rounds.has(good.id) ? a : null;
+      });
+      expect(acc.rounds.get(good.id)).toEqual([1]);
+      expect([...acc.rejections.keys()]).toEqual([]);
+      const waiting = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+      expect(waiting.num_ack_pending).toBe(1);
+    } finally {
+      daemonProcess.child.kill("SIGTERM");
+      await daemonProcess.exited;
+    }
   });
 
   it("isolates a poison rollout inside a good round: only it is rejected (poison, naming the trainer's error), the round is published", async () => {

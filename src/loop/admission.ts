@@ -8,8 +8,10 @@
 //   - a transient failure (NATS, the host's I/O) → nak'd with a backoff of 5 s doubling to 5 min, judged again;
 //   - any other failure → rejected `unjudgeable` (it would fail the same way again);
 //   - a transient failure of a message delivered more than intake.maxDeliveries times, after this daemon's last
-//     FAILURES_BEFORE_GIVING_UP judgements of it failed too → rejected `undeliverable` with its last error.
-// So no message can stay pending forever and pin the consumer's max_ack_pending. The delivery count alone is never
+//     FAILURES_BEFORE_GIVING_UP judgements of it failed too, while the consumer is at its max_ack_pending (the server
+//     hands out no new rollout) → rejected `undeliverable` with its last error.
+// So no message can pin the consumer's max_ack_pending for ever, and none is rejected for a fault not its own while
+// it holds nothing back: short of the limit, a rollout waits for the host or the configuration as long as it takes. The delivery count alone is never
 // a reason: restarts and outages redeliver good rollouts too (each restart redelivers the open round), and one
 // that judges fine is admitted however often it was delivered.
 import { mkdir, rm } from "node:fs/promises";
@@ -60,9 +62,10 @@ export class Admission {
       if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
       const failures = this.#rememberError(msg.seq, (err as Error).message);
       const { maxDeliveries } = this.ctx.config.intake;
-      if (deliveries > maxDeliveries && failures >= FAILURES_BEFORE_GIVING_UP) {
+      const consumer = this.ctx.consumer;
+      if (deliveries > maxDeliveries && failures >= FAILURES_BEFORE_GIVING_UP && consumer !== null && consumer.maxAckPending > 0 && consumer.ackPending >= consumer.maxAckPending) {
         this.#forgetError(msg.seq);
-        return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed; last error: ${String((err as Error).message).slice(0, 300)}`);
+        return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed, and the consumer is at its max_ack_pending ${consumer.maxAckPending}: waiting longer would hold the stream; last error: ${String((err as Error).message).slice(0, 300)}`);
       }
       const delayMs = redeliveryDelayMs(deliveries);
       this.ctx.log.error({ err, seq: msg.seq, deliveries, retryInMs: delayMs }, "cannot admit rollout now; will be redelivered");

@@ -299,6 +299,7 @@ export class Daemon {
       state,
       ackFloor: state.record.ack_floor,
       tally: { acceptedRows: 0, rejected: 0, last: null, gpuMemory: null },
+      consumer: null,
       health: { status: "ok", cause: null, since: null },
       degradedBy: new Map(),
       guard: verdictOf(state.record, this.config.guard),
