@@ -154,6 +154,19 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
       await hanging.close();
     }
   });
+
+  it("a stop that a rank does not answer (hung between jobs) kills it after the grace: close() returns, no rank is left", async () => {
+    const stopping = new ResidentRoundTrainer(trainerConfig(), pino({ level: "silent" }));
+    await stopping.start();
+    const pids = await stopping.rankPids();
+    try {
+      process.kill(pids[0]!, "SIGSTOP"); // it never reads the stop
+      await stopping.close(1000); // before: waited for that rank's exit for ever, and so did the daemon's stop
+      expect((await Promise.all(pids.map(running))).some(Boolean)).toBe(false);
+    } finally {
+      for (const pid of pids) if (await running(pid)) process.kill(pid, "SIGKILL");
+    }
+  });
 });
 
 describe("train resident - ranks do not outlive their parent", () => {

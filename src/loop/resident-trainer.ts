@@ -58,11 +58,12 @@ export class ResidentRoundTrainer implements RoundTrainer {
     return trainer && trainer.failure === null ? trainer.pids : [];
   }
 
-  /** Stops the ranks (after the job in flight, if any); later jobs fail. */
-  async close(): Promise<void> {
+  /** Stops the ranks (after the job in flight, if any; ranks that do not exit `graceMs` after the stop are killed);
+   *  later jobs fail. */
+  async close(graceMs?: number): Promise<void> {
     this.#closed = true;
     const trainer = await this.#ranks?.catch(() => null);
-    await trainer?.stop();
+    await trainer?.stop(graceMs);
   }
 
   /** The running ranks, or new ones when there are none or they ended. Calls chain, so one start at a time. */
@@ -72,7 +73,7 @@ export class ResidentRoundTrainer implements RoundTrainer {
     const next = (async () => {
       const current = previous === null ? null : await previous.catch(() => null);
       if (current !== null && current.failure === null) return current;
-      if (current !== null) await current.closed;
+      if (current !== null) await current.exitedAfterKill(); // failed ranks are being killed: new ones start after
       return this.#start();
     })();
     this.#ranks = next;

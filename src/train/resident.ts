@@ -6,6 +6,7 @@
 // collective, ends every rank (the group cannot be resynchronised): the job in flight rejects and the trainer is
 // closed; its owner starts a new one. A single rank that fails a job stays usable (it has no peers to wait for).
 import { dirname, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { execa, type ResultPromise } from "execa";
 import getPort from "get-port";
@@ -23,6 +24,13 @@ export interface ResidentOptions {
   log: Logger; // its level is the ranks' log level
   startTimeoutMs?: number; // every rank must be ready within this; default: no limit
 }
+
+/** How long ranks asked to stop may take to exit before they are killed: a rank between jobs frees its memory and
+ *  exits in seconds; one that has not is hung (a collective that never completes, a stopped process). */
+export const STOP_GRACE_MS = 30_000;
+/** After the kill (SIGTERM, SIGKILL 5 s later), how long to wait for the ranks' exit: a process in uninterruptible
+ *  sleep (a wedged GPU driver) does not die even of SIGKILL, and its owner must go on without it. */
+export const KILLED_EXIT_WAIT_MS = 15_000;
 
 // "advanced" serialisation (structured clone) keeps NaN and ±Infinity in a rank's statistics; JSON would make them null
 type RankProcess = ResultPromise<{ ipc: true; serialization: "advanced"; stdout: "inherit"; stderr: "inherit" }>;
@@ -164,14 +172,25 @@ export class ResidentTrainer {
     for (const p of this.processes) p.kill();
   }
 
-  /** Lets the job in flight finish (later ones are refused), then stops every rank and waits until all have exited. */
-  async stop(): Promise<void> {
+  /** Lets the job in flight finish (later ones are refused), then stops every rank and waits until all have exited;
+   *  ranks that have not exited `graceMs` after the stop are killed, and those that outlive even that are left. */
+  async stop(graceMs = STOP_GRACE_MS): Promise<void> {
     this.stopping = true;
     this.dead ??= new Error("the resident trainer was stopped");
     // a rank reads its next message only between jobs: a stop sent during one would never be read
     await this.queue;
     await Promise.allSettled(this.processes.map((_, rank) => this.send(rank, { type: "stop" })));
-    await this.closed;
+    if (await settlesWithin(this.closed, graceMs)) return;
+    this.log.warn({ pids: this.pids, graceS: graceMs / 1000 }, "ranks did not exit after the stop: killing them");
+    this.kill();
+    await this.exitedAfterKill();
+  }
+
+  /** Waits for the ranks' exit after a kill, KILLED_EXIT_WAIT_MS at most; true when they all exited. */
+  async exitedAfterKill(): Promise<boolean> {
+    if (await settlesWithin(this.closed, KILLED_EXIT_WAIT_MS)) return true;
+    this.log.error({ pids: this.pids }, "ranks have not exited after SIGKILL (uninterruptible sleep in a driver?): left behind");
+    return false;
   }
 
   private exited(rank: number, err: Error | null): void {
@@ -220,4 +239,13 @@ function startRank(spec: RankSpec, env: Record<string, string>): RankProcess {
     forceKillAfterDelay: 5000,
     env: { ...env, [RANK_SPEC_ENV]: JSON.stringify(spec) },
   });
+}
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  const timer = new AbortController();
+  const timedOut = sleep(ms, false, { signal: timer.signal, ref: false }).catch(() => false);
+  const settled = await Promise.race([promise.then(() => true, () => true), timedOut]);
+  timer.abort();
+  return settled;
 }
