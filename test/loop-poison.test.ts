@@ -87,15 +87,18 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     // its frame comes from an object store that does not exist: the configuration's fault, judged again 5 s, 10 s later
     const unlucky = await makeRollout("unlucky", 0, { steps: 1 });
     unlucky.steps[0]!.image = { object: "cam/frame.png" };
-    // max_ack_pending 1: the waiting rollout alone keeps the server from handing out any other
+    // max_ack_pending 1: the waiting rollout alone keeps the server from handing out the one behind it
     await start({ intake: { maxDeliveries: 1 }, consumer: { maxAckPending: 1 }, frames: { roots: [e.framesRoot], objectBucket: "no-such-frames" }, round: { rows: 1 } });
     await publishRollouts(e.js, [unlucky]);
-    const acc = await settled(e, [good.id, unlucky.id]);
+    const behind = await makeRollout("behind-unlucky", 0, { steps: 1 });
+    await publishRollouts(e.js, [behind]);
+    const acc = await settled(e, [good.id, unlucky.id, behind.id]);
     expect(acc.rounds.get(good.id)).toEqual([1]);
     expect(rejection(acc, good.id)).toBeUndefined();
     expect(rejection(acc, unlucky.id)).toEqual(["undeliverable"]);
+    expect(acc.rounds.get(behind.id)).toEqual([2]);
     const events = await eventsOn<{ id: string; message: string }>(e.jsm, subjects(POLICY).rejected);
-    expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^delivered 3 times \(intake.maxDeliveries 1\), its last 3 judgements failed, and the consumer is at its max_ack_pending 1: waiting longer would hold the stream; last error: .*the frames object store does not exist/);
+    expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^delivered 3 times \(intake.maxDeliveries 1\), its last 3 judgements failed, and the rollouts waiting hold the stream \(max_ack_pending 1 reached, 1 behind\); last error: .*the frames object store does not exist/);
   });
 
   it("a rollout whose judgement keeps failing for a fault not its own waits, past intake.maxDeliveries, while it holds nothing back", async () => {
@@ -123,6 +126,21 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
       daemonProcess.child.kill("SIGTERM");
       await daemonProcess.exited;
     }
+  });
+
+  it("a rollout that waits until it would leave the stream (stream.maxAgeS) is rejected undeliverable, not lost without a record", async () => {
+    const e = await start({ stream: { maxAgeS: 30, duplicateWindowS: 20 }, frames: { objectBucket: "no-such-frames" }, log: { level: "fatal" } });
+    const unlucky = await makeRollout("expiring", 0, { steps: 1 });
+    unlucky.steps[0]!.image = { object: "cam/frame.png" };
+    await publishRollouts(e.js, [unlucky]);
+    // judged at 0, 5 and 15 s: the next one, 20 s later, would come after the stream dropped it
+    const acc = await waitFor("its rejection", async () => {
+      const a = await accounting(e);
+      return a.rejections.has(unlucky.id) ? a : null;
+    });
+    expect(rejection(acc, unlucky.id)).toEqual(["undeliverable"]);
+    const events = await eventsOn<{ id: string; message: string }>(e.jsm, subjects(POLICY).rejected);
+    expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^its judgement has failed for \d+ s: it would leave the stream \(stream.maxAgeS 30 s\) before its next one; last error: .*the frames object store does not exist/);
   });
 
   it("isolates a poison rollout inside a good round: only it is rejected (poison, naming the trainer's error), the round is published", async () => {

@@ -27,7 +27,7 @@ export const RejectReason = {
   adapter_mismatch: "adapter sha256 differs from the published one",
   duplicate_id: "a rollout with this id was already consumed",
   unjudgeable: "judging it failed with an error that is not a transient I/O or NATS failure",
-  undeliverable: "its judgement kept failing (NATS, the host, the configuration) after more than intake.maxDeliveries deliveries, while the consumer was at its max_ack_pending",
+  undeliverable: "its judgement kept failing (NATS, the host, the configuration) after more than intake.maxDeliveries deliveries while the rollouts waiting held the stream, or until it would have left the stream (stream.maxAgeS)",
   poison: "training failed on this rollout's rows while the rest of its round trained",
 } as const;
 export type RejectReason = keyof typeof RejectReason;

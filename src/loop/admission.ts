@@ -8,10 +8,11 @@
 //   - a transient failure (NATS, the host's I/O) → nak'd with a backoff of 5 s doubling to 5 min, judged again;
 //   - any other failure → rejected `unjudgeable` (it would fail the same way again);
 //   - a transient failure of a message delivered more than intake.maxDeliveries times, after this daemon's last
-//     FAILURES_BEFORE_GIVING_UP judgements of it failed too, while the consumer is at its max_ack_pending (the server
-//     hands out no new rollout) → rejected `undeliverable` with its last error.
+//     FAILURES_BEFORE_GIVING_UP judgements of it failed too, while the waiting messages hold the stream (the
+//     consumer at its max_ack_pending, others behind) → rejected `undeliverable` with its last error; and so is one
+//     that would leave the stream (stream.maxAgeS) before its next judgement, rather than vanish without a record.
 // So no message can pin the consumer's max_ack_pending for ever, and none is rejected for a fault not its own while
-// it holds nothing back: short of the limit, a rollout waits for the host or the configuration as long as it takes. The delivery count alone is never
+// it holds nothing back: short of that, a rollout waits for the host or the configuration as long as it takes. The delivery count alone is never
 // a reason: restarts and outages redeliver good rollouts too (each restart redelivers the open round), and one
 // that judges fine is admitted however often it was delivered.
 import { mkdir, rm } from "node:fs/promises";
@@ -24,12 +25,14 @@ import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.j
 import type { FrameObjects } from "./frame-objects.js";
 import type { FrameRoots } from "./frame-roots.js";
 import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
+import { maxAckPending, type ConsumerState } from "./intake.js";
 import { frameFileName, incomingDir } from "./paths.js";
 import { checkAdapter } from "./staleness.js";
 import { pausePoint } from "./test-hooks.js";
 import { idOf, parseRollout, validateContext, type ValidateContext } from "./validate.js";
 
-/** Last errors of messages nak'd for a transient failure, kept for the `undeliverable` rejection's message. */
+/** Last errors of messages nak'd for a transient failure, kept for the `undeliverable` rejection's message: at least
+ *  this many, and at least twice the consumer's max_ack_pending (every waiting message is pending there). */
 const LAST_ERRORS_KEPT = 10_000;
 /** Failed judgements in a row, by this daemon, before a message delivered too often is given up on. */
 const FAILURES_BEFORE_GIVING_UP = 3;
@@ -42,12 +45,17 @@ export class Admission {
   readonly #limits: FrameLimits;
   readonly #incoming: string;
   readonly #validate: ValidateContext;
+  readonly #kept: number;
 
-  constructor(private readonly ctx: LoopContext, roots: FrameRoots, frameObjects: (() => Promise<FrameObjects>) | null, private readonly openRound: () => number) {
+  constructor(
+    private readonly ctx: LoopContext, roots: FrameRoots, frameObjects: (() => Promise<FrameObjects>) | null,
+    private readonly openRound: () => number, private readonly consumer: () => Promise<ConsumerState | null>,
+  ) {
     const f = ctx.config.frames;
     this.#limits = { roots, maxBytes: f.maxBytes, maxPixels: f.maxPixels, objects: frameObjects };
     this.#incoming = incomingDir(ctx.config.workDir, ctx.policy);
     this.#validate = validateContext(ctx.config);
+    this.#kept = Math.max(LAST_ERRORS_KEPT, 2 * maxAckPending(ctx.config));
   }
 
   async admit(msg: JsMsg): Promise<void> {
@@ -61,16 +69,37 @@ export class Admission {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
       if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
       const failures = this.#rememberError(msg.seq, (err as Error).message);
-      const { maxDeliveries } = this.ctx.config.intake;
-      const consumer = this.ctx.consumer;
-      if (deliveries > maxDeliveries && failures >= FAILURES_BEFORE_GIVING_UP && consumer !== null && consumer.maxAckPending > 0 && consumer.ackPending >= consumer.maxAckPending) {
-        this.#forgetError(msg.seq);
-        return this.#reject(msg, "undeliverable", `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed, and the consumer is at its max_ack_pending ${consumer.maxAckPending}: waiting longer would hold the stream; last error: ${String((err as Error).message).slice(0, 300)}`);
-      }
       const delayMs = redeliveryDelayMs(deliveries);
+      const giveUp = await this.#whyGiveUp(msg, failures, delayMs);
+      if (giveUp !== null) {
+        this.#forgetError(msg.seq);
+        return this.#reject(msg, "undeliverable", `${giveUp}; last error: ${String((err as Error).message).slice(0, 300)}`);
+      }
       this.ctx.log.error({ err, seq: msg.seq, deliveries, retryInMs: delayMs }, "cannot admit rollout now; will be redelivered");
       this.ctx.held.nak([msg.seq], delayMs);
     }
+  }
+
+  /**
+   * Why a message whose judgement failed for a transient reason (`failures` in a row here) is given up on now, or
+   * null to wait: it would leave the stream (stream.maxAgeS) before its next judgement — rejected, so that it is not
+   * lost without a record — or it was delivered more than intake.maxDeliveries times and the waiting messages hold
+   * the stream: the consumer at its max_ack_pending (read now: the rounds' counts move), others behind it, and room
+   * for them without the waiting ones. Short of these it waits, however long the host or the configuration takes.
+   */
+  async #whyGiveUp(msg: JsMsg, failures: number, delayMs: number): Promise<string | null> {
+    const { config } = this.ctx;
+    const ageMs = Date.now() - msg.info.timestampNanos / 1e6;
+    if (ageMs + delayMs >= 0.9 * config.stream.maxAgeS * 1000) {
+      return `its judgement has failed for ${Math.round(ageMs / 1000)} s: it would leave the stream (stream.maxAgeS ${config.stream.maxAgeS} s) before its next one`;
+    }
+    const deliveries = msg.info.deliveryCount;
+    const { maxDeliveries } = config.intake;
+    if (deliveries <= maxDeliveries || failures < FAILURES_BEFORE_GIVING_UP) return null;
+    const c = await this.consumer();
+    if (c === null || c.maxAckPending <= 0 || c.ackPending < c.maxAckPending || c.numPending === 0) return null;
+    if (c.ackPending - this.#lastErrors.size >= c.maxAckPending) return null; // the rounds' own messages hold it
+    return `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed, and the rollouts waiting hold the stream (max_ack_pending ${c.maxAckPending} reached, ${c.numPending} behind)`;
   }
 
   /** True when the message was already handled under this sequence. */
@@ -181,7 +210,11 @@ export class Admission {
     const failures = (this.#lastErrors.get(seq)?.failures ?? 0) + 1;
     this.#lastErrors.delete(seq);
     this.#lastErrors.set(seq, { message: message.slice(0, 300), failures });
-    if (this.#lastErrors.size > LAST_ERRORS_KEPT) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
+    if (this.#lastErrors.size > this.#kept) {
+      // settled meanwhile without a judgement here (acked elsewhere, gone from the stream): below the ack floor
+      for (const s of this.#lastErrors.keys()) if (s <= this.ctx.ackFloor) this.#lastErrors.delete(s);
+      if (this.#lastErrors.size > this.#kept) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
+    }
     this.ctx.metrics.rolloutsWaiting.set(this.#lastErrors.size);
     return failures;
   }

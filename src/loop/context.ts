@@ -51,8 +51,6 @@ export interface LoopContext {
     /** bytes, from the trainer's stats when it reports `gpu_memory_bytes` */
     gpuMemory: number | null;
   };
-  /** the rollouts consumer by the server's count, null until the stats ticker has read it (writer: stats ticker) */
-  consumer: { ackPending: number; maxAckPending: number } | null;
   /** the sum of `degradedBy` (writers: setDegraded, setHealthy) */
   health: Health;
   /** what makes the daemon degraded now, by source, each with its cause and since when */

@@ -188,7 +188,7 @@ export class Daemon {
       onFatal: (err) => this.#onFatal(err), onJobEnd: () => this.#running?.pump.wake(),
     });
     this.#scheduler = scheduler;
-    const admission = new Admission(ctx, frameRoots, frameObjectOpener(nats.nc, config.frames.objectBucket), () => scheduler.openRound);
+    const admission = new Admission(ctx, frameRoots, frameObjectOpener(nats.nc, config.frames.objectBucket), () => scheduler.openRound, () => intake.consumerState());
     const pump = new IntakePump({
       intake, admit: (msg) => admission.admit(msg), stopping: () => ctx.stopping, afterAdmit: () => scheduler.maybeStart(),
       full: () => scheduler.busy && ctx.buffer.trigger(Date.now(), config.round) !== null,
@@ -299,7 +299,6 @@ export class Daemon {
       state,
       ackFloor: state.record.ack_floor,
       tally: { acceptedRows: 0, rejected: 0, last: null, gpuMemory: null },
-      consumer: null,
       health: { status: "ok", cause: null, since: null },
       degradedBy: new Map(),
       guard: verdictOf(state.record, this.config.guard),

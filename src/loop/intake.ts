@@ -25,8 +25,11 @@ export interface IntakeOptions {
 /** Messages the consumer may hand out unacked: the training round, the open round, one fetch batch, slack. */
 export interface ConsumerState {
   ackFloor: number;
+  /** messages handed out unacked */
   ackPending: number;
   maxAckPending: number;
+  /** messages not yet handed out */
+  numPending: number;
 }
 
 export function maxAckPending(opts: Pick<IntakeOptions, "consumer" | "round">): number {
@@ -145,7 +148,7 @@ export class Intake {
   async consumerState(): Promise<ConsumerState | null> {
     try {
       const info = await this.jsm.consumers.info(ROLLOUT_STREAM, this.name);
-      return { ackFloor: info.ack_floor.stream_seq, ackPending: info.num_ack_pending, maxAckPending: info.config.max_ack_pending ?? -1 };
+      return { ackFloor: info.ack_floor.stream_seq, ackPending: info.num_ack_pending, maxAckPending: info.config.max_ack_pending ?? -1, numPending: info.num_pending };
     } catch {
       return null;
     }

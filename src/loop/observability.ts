@@ -75,7 +75,6 @@ export class Observability {
       const consumer = await loop.consumer();
       if (consumer === null) return;
       ctx.ackFloor = Math.max(ctx.ackFloor, consumer.ackFloor);
-      ctx.consumer = { ackPending: consumer.ackPending, maxAckPending: consumer.maxAckPending };
       ctx.metrics.consumerAckPending.set(consumer.ackPending);
       ctx.metrics.consumerMaxAckPending.set(consumer.maxAckPending);
     });

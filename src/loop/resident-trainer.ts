@@ -74,6 +74,7 @@ export class ResidentRoundTrainer implements RoundTrainer {
       const current = previous === null ? null : await previous.catch(() => null);
       if (current !== null && current.failure === null) return current;
       if (current !== null) await current.exitedAfterKill(); // failed ranks are being killed: new ones start after
+      if (this.#closed) throw new TrainerError("resident trainer: closed");
       return this.#start();
     })();
     this.#ranks = next;

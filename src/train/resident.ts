@@ -189,7 +189,13 @@ export class ResidentTrainer {
   /** Waits for the ranks' exit after a kill, KILLED_EXIT_WAIT_MS at most; true when they all exited. */
   async exitedAfterKill(): Promise<boolean> {
     if (await settlesWithin(this.closed, KILLED_EXIT_WAIT_MS)) return true;
-    this.log.error({ pids: this.pids }, "ranks have not exited after SIGKILL (uninterruptible sleep in a driver?): left behind");
+    const left = this.processes.filter((p) => p.exitCode === null && p.signalCode === null);
+    // their handles and IPC channels would keep this process from ever exiting
+    for (const p of left) {
+      if (p.connected) p.disconnect();
+      p.unref();
+    }
+    this.log.error({ pids: left.map((p) => p.pid) }, "ranks have not exited after SIGKILL (uninterruptible sleep in a driver?): left behind; this process no longer waits for them");
     return false;
   }
 

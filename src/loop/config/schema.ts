@@ -154,7 +154,7 @@ const Guard = z.strictObject({
 const Intake = z.strictObject({
   dedupRounds: doc(positiveInt().default(64), "committed rounds whose stream sequences the daemon keeps in memory (a redelivery of a committed rollout is acked as applied)"),
   duplicateWindowS: doc(seconds().default(3 * 86400), "how long a consumed rollout id is remembered (KV bucket `rlloop-ids`, kept across restarts): a later rollout with the same id under another stream sequence is rejected (`duplicate_id`). About 200 bytes of JetStream storage per rollout over the window"),
-  maxDeliveries: doc(positiveInt().default(100), "a message whose judgement fails for a transient reason (retried with a backoff from 5 s to 5 min) after it was delivered more than this many times, and 3 times in a row in this daemon, is rejected as `undeliverable` with its last error while the consumer is at its max_ack_pending (waiting longer would hold the stream); short of it, the message waits. One that judges fine is admitted however often it was delivered"),
+  maxDeliveries: doc(positiveInt().default(100), "a message whose judgement fails for a transient reason (retried with a backoff from 5 s to 5 min) after it was delivered more than this many times, and 3 times in a row in this daemon, is rejected as `undeliverable` with its last error while the rollouts waiting hold the stream (the consumer at its max_ack_pending, others behind); short of it, the message waits (until it would leave the stream: `stream.maxAgeS`). One that judges fine is admitted however often it was delivered"),
 });
 
 const Ui = z.strictObject({
