@@ -12,9 +12,9 @@
 //     consumer at its max_ack_pending, others behind) → rejected `undeliverable` with its last error; and so is one
 //     that would leave the stream (stream.maxAgeS) before its next judgement, rather than vanish without a record.
 // So no message can pin the consumer's max_ack_pending for ever, and none is rejected for a fault not its own while
-// it holds nothing back: short of that, a rollout waits for the host or the configuration as long as it takes. The delivery count alone is never
-// a reason: restarts and outages redeliver good rollouts too (each restart redelivers the open round), and one
-// that judges fine is admitted however often it was delivered.
+// it holds nothing back: short of that, a rollout waits for the host or the configuration as long as it takes. The
+// delivery count alone is never a reason: restarts and outages redeliver good rollouts too (each restart
+// redelivers the open round), and one that judges fine is admitted however often it was delivered.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
