@@ -74,6 +74,9 @@ describe("config - errors name the field, the rule and the value", () => {
     ["trainer.maxAttempts", { trainer: { maxAttempts: 3 } }, "'trainer.maxAttempts' was removed"],
     ["extraArgs without command", { trainer: { extraArgs: ["--x"] } }, "'trainer.extraArgs' is only for a custom 'trainer.command'"],
     ["reward bounds", { limits: { reward: { min: 1, max: 0 } } }, "'limits.reward' must have min <= max"],
+    // JetStream error 10052 at start otherwise, far from the setting
+    ["duplicate window past the age limit", { stream: { maxAgeS: 30 } }, "'stream.duplicateWindowS' (600) must not exceed 'stream.maxAgeS' (30): the server refuses a longer duplicate window"],
+    ["events duplicate window past their age limit", { stream: { eventsMaxAgeS: 3600 } }, "'stream.eventsDuplicateWindowS' (86400) must not exceed 'stream.eventsMaxAgeS' (3600)"],
     ["huge reward bound", { limits: { reward: { min: -1e300, max: 1 } } }, "'limits.reward.min'"],
     ["seed beyond exact round seeds", { trainer: { seed: 2 ** 53 } }, "'trainer.seed'"],
     // a timer fires at once past 2^31 - 1 ms: "no limit" written as a huge number would end every job at once

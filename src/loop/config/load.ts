@@ -127,6 +127,12 @@ function checkCombinations(config: Config) {
   if (config.gate.maxMismatchKl !== null && !config.trainer.mismatchStats && config.trainer.command === null) {
     fail(`'gate.maxMismatchKl' needs 'trainer.mismatchStats': true (the built-in trainer writes mismatch.k3 only then), got ${config.gate.maxMismatchKl} without it`);
   }
+  // the server refuses a stream whose duplicate window is longer than its age limit (JetStream error 10052)
+  for (const [window, age] of [["duplicateWindowS", "maxAgeS"], ["eventsDuplicateWindowS", "eventsMaxAgeS"]] as const) {
+    if (config.stream[window] > config.stream[age]) {
+      fail(`'stream.${window}' (${config.stream[window]}) must not exceed 'stream.${age}' (${config.stream[age]}): the server refuses a longer duplicate window`);
+    }
+  }
   if (config.trainer.retryMinS > config.trainer.retryMaxS) {
     fail(`'trainer.retryMinS' (${config.trainer.retryMinS}) must not exceed 'trainer.retryMaxS' (${config.trainer.retryMaxS})`);
   }
