@@ -88,7 +88,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const unlucky = await makeRollout("unlucky", 0, { steps: 1 });
     unlucky.steps[0]!.image = { object: "cam/frame.png" };
     // max_ack_pending 1: the waiting rollout alone keeps the server from handing out the one behind it
-    await start({ intake: { maxDeliveries: 1 }, consumer: { maxAckPending: 1 }, frames: { roots: [e.framesRoot], objectBucket: "no-such-frames" }, round: { rows: 1 } });
+    await start({ intake: { maxDeliveries: 1 }, consumer: { maxAckPending: 1 }, frames: { roots: [e.framesRoot], objectBucket: "no-such-frames" }, round: { rows: 1 }, log: { level: "fatal" } });
     await publishRollouts(e.js, [unlucky]);
     const behind = await makeRollout("behind-unlucky", 0, { steps: 1 });
     await publishRollouts(e.js, [behind]);
@@ -97,6 +97,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(rejection(acc, good.id)).toBeUndefined();
     expect(rejection(acc, unlucky.id)).toEqual(["undeliverable"]);
     expect(acc.rounds.get(behind.id)).toEqual([2]);
+    expect(daemon!.snapshot().health).toEqual({ status: "ok", cause: null, since: null }); // nothing waits any more
     const events = await eventsOn<{ id: string; message: string }>(e.jsm, subjects(POLICY).rejected);
     expect(events.find((r) => r.id === unlucky.id)?.message).toMatch(/^delivered 3 times \(intake.maxDeliveries 1\), its last 3 judgements failed, and the rollouts waiting hold the stream \(max_ack_pending 1 reached, 1 behind\); last error: .*the frames object store does not exist/);
   });
@@ -112,6 +113,10 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
       await publishRollouts(e.js, [unlucky]);
       // its third judgement: the one that rejected it before, as soon as it had been delivered more than once
       await daemonProcess.waitForLog("the third judgement failed", (l) => l.msg === "cannot admit rollout now; will be redelivered" && l.deliveries === 3);
+      // a fault that lasts: the daemon says so, naming it
+      const status = (await e.nc.request(subjects(POLICY).status, "", { timeout: 5000 })).json<StatsEvent>();
+      expect(status.health.status).toBe("degraded");
+      expect(status.health.cause).toMatch(/^1 rollout failed to be judged 3 times in a row for a reason not theirs, waiting \(nak'd\); last error: .*the frames object store does not exist/);
       const good = await makeRollout("flows", 0, { steps: 1 });
       await publishRollouts(e.js, [good]);
       const acc = await waitFor("the good rollout trained", async () => {

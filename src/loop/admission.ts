@@ -20,7 +20,7 @@ import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { RejectReason, RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
-import type { LoopContext } from "./context.js";
+import { setDegraded, setHealthy, type LoopContext } from "./context.js";
 import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
 import type { FrameObjects } from "./frame-objects.js";
 import type { FrameRoots } from "./frame-roots.js";
@@ -46,6 +46,9 @@ export class Admission {
   readonly #incoming: string;
   readonly #validate: ValidateContext;
   readonly #kept: number;
+  /** waiting messages that failed FAILURES_BEFORE_GIVING_UP judgements in a row or more, and the last such error */
+  #stuck = 0;
+  #lastStuckError = "";
 
   constructor(
     private readonly ctx: LoopContext, roots: FrameRoots, frameObjects: (() => Promise<FrameObjects>) | null,
@@ -208,20 +211,41 @@ export class Admission {
   /** Records a failed judgement; how many in a row failed in this daemon. */
   #rememberError(seq: number, message: string): number {
     const failures = (this.#lastErrors.get(seq)?.failures ?? 0) + 1;
-    this.#lastErrors.delete(seq);
+    this.#dropError(seq);
     this.#lastErrors.set(seq, { message: message.slice(0, 300), failures });
+    if (failures >= FAILURES_BEFORE_GIVING_UP) {
+      this.#stuck++;
+      this.#lastStuckError = message.slice(0, 300);
+    }
     if (this.#lastErrors.size > this.#kept) {
       // settled meanwhile without a judgement here (acked elsewhere, gone from the stream): below the ack floor
-      for (const s of this.#lastErrors.keys()) if (s <= this.ctx.ackFloor) this.#lastErrors.delete(s);
-      if (this.#lastErrors.size > this.#kept) this.#lastErrors.delete(this.#lastErrors.keys().next().value as number);
+      for (const s of this.#lastErrors.keys()) if (s <= this.ctx.ackFloor) this.#dropError(s);
+      if (this.#lastErrors.size > this.#kept) this.#dropError(this.#lastErrors.keys().next().value as number);
     }
-    this.ctx.metrics.rolloutsWaiting.set(this.#lastErrors.size);
+    this.#waitingChanged();
     return failures;
   }
 
   /** The message's judgement ended (admitted or rejected): it no longer waits. */
   #forgetError(seq: number): void {
-    if (this.#lastErrors.delete(seq)) this.ctx.metrics.rolloutsWaiting.set(this.#lastErrors.size);
+    if (this.#dropError(seq)) this.#waitingChanged();
+  }
+
+  #dropError(seq: number): boolean {
+    const entry = this.#lastErrors.get(seq);
+    if (entry === undefined) return false;
+    if (entry.failures >= FAILURES_BEFORE_GIVING_UP) this.#stuck--;
+    return this.#lastErrors.delete(seq);
+  }
+
+  /** The gauge, and `degraded` while any rollout has failed FAILURES_BEFORE_GIVING_UP judgements in a row here (a
+   *  fault that lasts, not a blip): an operator must see that rollouts wait, and why. */
+  #waitingChanged(): void {
+    const { ctx } = this;
+    ctx.metrics.rolloutsWaiting.set(this.#lastErrors.size);
+    const n = this.#stuck;
+    if (n === 0) return setHealthy(ctx, "intake");
+    setDegraded(ctx, `${n} rollout${n === 1 ? "" : "s"} failed to be judged ${FAILURES_BEFORE_GIVING_UP} times in a row for a reason not theirs, waiting (nak'd); last error: ${this.#lastStuckError}`, "intake");
   }
 }
 

@@ -66,9 +66,10 @@ export function setPhase(ctx: LoopContext, phase: Phase): void {
   ctx.metrics.setPhase(phase);
 }
 
-/** Who says the daemon is degraded: the round runner (a trainer fault, a step retried after training) or the
- *  frames roots (one not answering, or failing as a host does). Each clears only its own cause. */
-export type DegradedSource = "round" | "frames";
+/** Who says the daemon is degraded: the round runner (a trainer fault, a step retried after training), the frames
+ *  roots (one not answering, or failing as a host does) or admission (rollouts that keep failing to be judged for a
+ *  reason not theirs). Each clears only its own cause. */
+export type DegradedSource = "round" | "frames" | "intake";
 
 /** Degraded with a cause from `source`; the first cause's time is kept while it lasts. */
 export function setDegraded(ctx: LoopContext, cause: string, source: DegradedSource = "round"): void {

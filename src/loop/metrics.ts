@@ -25,7 +25,7 @@ export class Metrics {
   readonly consumerAckPending = new Gauge({ name: "rlloop_consumer_ack_pending", help: "messages the rollouts consumer has handed out unacked, by the server's count (the rounds', those being judged, those waiting to be judged again)", registers: this.#reg });
   readonly consumerMaxAckPending = new Gauge({ name: "rlloop_consumer_max_ack_pending", help: "the consumer's max_ack_pending: at it, the server hands out no new rollout", registers: this.#reg });
   readonly phase = new Gauge({ name: "rlloop_phase", help: "1 for the current phase", labelNames: ["phase"], registers: this.#reg });
-  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the daemon is degraded: the trainer or its host fails, a step after training keeps failing, or a frames root fails as a host does", registers: this.#reg });
+  readonly degraded = new Gauge({ name: "rlloop_degraded", help: "1 while the daemon is degraded: the trainer or its host fails, a step after training keeps failing, a frames root fails as a host does, or rollouts keep failing to be judged for a reason not theirs", registers: this.#reg });
   readonly gpuMemoryBytes = new Gauge({ name: "rlloop_gpu_memory_bytes", help: "peak GPU memory of the last trained round, bytes (rank 0)", registers: this.#reg });
   readonly last = {
     pg_loss: new Gauge({ name: "rlloop_last_round_pg_loss", help: "last trained round's policy-gradient loss", registers: this.#reg }),
