@@ -191,11 +191,12 @@ describe("loop - frames under a root on a hung mount", () => {
       expect(stuck.map((r) => acc.rounds.get(r.id) ?? null)).toEqual([null, null]);
       expect([...acc.rejections.keys()]).toEqual([]);
       expect(daemon.snapshot().round).toBe(1);
-      // the operator sees why those rollouts wait, and how many do
+      // the operator sees why those rollouts wait, and how many do (unanchored: on a machine loaded enough to keep
+      // one of the good root's calls past the deadline, its cause would come first)
       expect(await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text()).toContain("rlloop_rollouts_waiting 2");
       const health = daemon.snapshot().health;
       expect(health.status).toBe("degraded");
-      expect(health.cause).toMatch(/^frames root .*\/hung has not answered a file-system call within frames.rootTimeoutS 2 s \(a hung mount\?\)/);
+      expect(health.cause).toMatch(/frames root \S*\/hung has not answered a file-system call within frames.rootTimeoutS 2 s \(a hung mount\?\)/);
       // the share comes back, with the frames: the rollouts that waited train in the next round, and health is ok
       mount.close();
       mkdirSync(join(hung, "cam"), { recursive: true });
