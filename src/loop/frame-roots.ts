@@ -111,9 +111,9 @@ export class FrameRoots {
   async #call<T>(root: string, call: () => Promise<T>): Promise<T> {
     const state = this.#roots.get(root) as RootState;
     if (state.overdue > 0) throw state.hung();
-    if (this.#overdue === CALLS_IN_FLIGHT) throw this.#allHung();
     await state.slot.acquire();
-    // both shared slots may have gone overdue while this call waited for its root's slot: it would wait behind them
+    // both shared slots held by overdue calls (now, or since this call began to wait for its root's slot): it would
+    // wait behind them
     if (this.#overdue === CALLS_IN_FLIGHT) {
       state.slot.release();
       throw this.#allHung();
@@ -140,10 +140,11 @@ export class FrameRoots {
         overdue = true;
         state.overdue++;
         this.#overdue++;
-        state.slot.refuseWaiting(state.hung());
+        const hung = state.hung();
+        state.slot.refuseWaiting(hung);
         if (this.#overdue === CALLS_IN_FLIGHT) this.#slots.refuseWaiting(this.#allHung());
-        this.#failed(state, state.hung().message);
-        reject(state.hung());
+        this.#failed(state, hung.message);
+        reject(hung);
       }, this.timeoutMs);
     });
     try {
