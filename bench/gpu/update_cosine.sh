@@ -3,7 +3,7 @@
 # (make_ppo_data.py's, as ppo_bench.sh), each VARIANT a bfloat16 run under that RLLOOP_KERNELS value (1: every
 # CUDA kernel; -delta_rule: the ATen delta rule), then update_cosine.py: how close each bfloat16 round's LoRA
 # update is to the float32 round's (cosine, relative L2).
-# Usage: bash bench/gpu/update_cosine.sh [ROWS=32] ["1 -delta_rule"]
+# Usage: bash bench/gpu/update_cosine.sh [ROWS=32] ["1 -delta_rule"]   (a variant given n times: n runs)
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-32}; VARIANTS=${2:-"1"}
@@ -21,5 +21,6 @@ round() {  # round NAME DTYPE KERNELS
 }
 round float32 float32 1 || exit 1
 others=()
-for k in $VARIANTS; do round "bfloat16$k" bfloat16 "$k" && others+=("$TRAINED/bfloat16$k"); done
+i=0  # a variant given twice is run twice (bf16 training is not bitwise repeatable: atomics in the backward)
+for k in $VARIANTS; do i=$((i + 1)); round "bfloat16$k-$i" bfloat16 "$k" && others+=("$TRAINED/bfloat16$k-$i"); done
 python3 bench/gpu/update_cosine.py "$DATA/adapter" "$TRAINED/float32" "${others[@]}" | tee "$OUT/update-cosine.json"
