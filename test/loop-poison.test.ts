@@ -133,6 +133,30 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     }
   });
 
+  it("a fault that holds more rollouts than two rounds' room does not hold the stream: the others train, none is rejected", async () => {
+    // two rounds, one fetch and the slack make 76 pending at most; the fault holds 100. Without room for waiting
+    // rollouts the server hands out nothing behind them until they are rejected (hours of redeliveries)
+    const e = await start({ round: { rows: 2 }, consumer: { fetchBatch: 4 }, frames: { objectBucket: "no-such-frames" }, log: { level: "fatal" } });
+    const held: Awaited<ReturnType<typeof makeRollout>>[] = [];
+    for (let i = 0; i < 100; i++) {
+      const r = await makeRollout("held-by-fault", i, { steps: 1 });
+      r.steps[0]!.image = { object: `cam/${i}.png` };
+      held.push(r);
+    }
+    await publishRollouts(e.js, held);
+    const good = [await makeRollout("behind-the-fault", 0, { steps: 1 }), await makeRollout("behind-the-fault", 1, { steps: 1 })];
+    await publishRollouts(e.js, good);
+    const acc = await waitFor("the rollouts behind the fault trained", async () => {
+      const a = await accounting(e);
+      return good.every((r) => a.rounds.has(r.id)) ? a : null;
+    });
+    expect(good.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1]]);
+    expect([...acc.rejections.keys()]).toEqual([]);
+    const consumer = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+    expect(consumer.config.max_ack_pending).toBe(2 * 2 + 2 * 4 + 64 + 10_000);
+    expect(consumer.num_ack_pending).toBe(100); // every one held by the fault still waits for it
+  });
+
   it("a rollout that waits until it would leave the stream (stream.maxAgeS) is rejected undeliverable, not lost without a record", async () => {
     const e = await start({ stream: { maxAgeS: 30, duplicateWindowS: 20 }, frames: { objectBucket: "no-such-frames" }, log: { level: "fatal" } });
     const unlucky = await makeRollout("expiring", 0, { steps: 1 });

@@ -22,7 +22,6 @@ export interface IntakeOptions {
   startSeq: () => number;
 }
 
-/** Messages the consumer may hand out unacked: the training round, the open round, one fetch batch, slack. */
 export interface ConsumerState {
   ackFloor: number;
   /** messages handed out unacked */
@@ -32,8 +31,12 @@ export interface ConsumerState {
   numPending: number;
 }
 
+/** Messages the consumer may hand out unacked: the training round, the open round, one fetch batch, slack, and the
+ *  rollouts waiting on a transient fault (each nak'd with a delay stays pending: without room for them, a fault
+ *  that holds a few hundred rollouts would stop the server handing out the rollouts it does not touch). */
 export function maxAckPending(opts: Pick<IntakeOptions, "consumer" | "round">): number {
-  return opts.consumer.maxAckPending ?? 2 * opts.round.rows + 2 * opts.consumer.fetchBatch + 64;
+  const { consumer, round } = opts;
+  return consumer.maxAckPending ?? 2 * round.rows + 2 * consumer.fetchBatch + 64 + consumer.waitingRollouts;
 }
 
 export class Intake {
