@@ -62,6 +62,22 @@ describe("loop - faults", () => {
     expect(adapters.map((a) => a.round)).toEqual(rounds);
   });
 
+  it("faults - round events sent while NATS is down are published, in order, once it is back", async () => {
+    const e = await start({ log: { level: "fatal" }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "3000" } } });
+    await publishRollouts(e.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("outage-events", i, { steps: 2 }))));
+    await waitFor("round 1 training", async () => ((await readManifest(roundDir(e.workDir, POLICY, 1)).catch(() => null))?.status === "training" ? true : null));
+    await e.server.shutdown();
+    // trained while the server is down: round.trained cannot be published, and the commit waits for NATS
+    await waitFor("round 1 trained during the outage", () => (daemon!.snapshot().phase === "committing" ? true : null));
+    await e.server.restart();
+    await waitFor("round 1 announced", async () => ((await eventsOn(e.jsm, subjects(POLICY).adapters)).length === 1 ? true : null));
+    const events = await waitFor("round 1's events", async () => {
+      const list = await eventsOn<{ type: string; round: number }>(e.jsm, subjects(POLICY).round("*"));
+      return list.some((ev) => ev.type === "round.published") ? list : null;
+    });
+    expect(events.map((ev) => `${ev.type} r${ev.round}`)).toEqual(["round.closed r1", "round.assembled r1", "round.training r1", "round.trained r1", "round.committed r1", "round.published r1"]);
+  });
+
   it("faults - an operator's rollback still waiting for its turn when the daemon stops is refused, not left unanswered", async () => {
     const e = await start({ log: { level: "error" }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "2000" } } });
     await publishRollouts(e.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("queued", i, { steps: 2 }))));

@@ -228,6 +228,7 @@ export class Daemon {
     await observability.stop();
     await this.#trainer.close();
     await this.#lease?.release();
+    await ctx.events.close();
     await ctx.nats.nc.drain().catch(() => {});
     await this.#ownServer?.stop();
     await this.#lock?.release();
@@ -277,6 +278,7 @@ export class Daemon {
     this.#frameRoots?.close();
     await this.#trainer.close().catch(() => {});
     await this.#lease?.release().catch(() => {});
+    await this.#ctx?.events.close();
     await this.#nats?.nc.close().catch(() => {});
     await this.#ownServer?.stop().catch(() => {});
     await this.#lock?.release().catch(() => {});
