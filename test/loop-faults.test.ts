@@ -63,7 +63,8 @@ describe("loop - faults", () => {
   });
 
   it("faults - round events sent while NATS is down are published, in order, once it is back", async () => {
-    const e = await start({ log: { level: "fatal" }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "3000" } } });
+    // 5 s of training: the server is down well before it ends, however loaded the machine
+    const e = await start({ log: { level: "fatal" }, trainer: { env: { FAKE_TRAINER_SLEEP_MS: "5000" } } });
     await publishRollouts(e.js, await Promise.all([0, 1, 2, 3].map((i) => makeRollout("outage-events", i, { steps: 2 }))));
     await waitFor("round 1 training", async () => ((await readManifest(roundDir(e.workDir, POLICY, 1)).catch(() => null))?.status === "training" ? true : null));
     await e.server.shutdown();

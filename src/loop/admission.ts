@@ -78,7 +78,10 @@ export class Admission {
         this.#forgetError(msg.seq);
         return this.#reject(msg, "undeliverable", `${giveUp}; last error: ${String((err as Error).message).slice(0, 300)}`);
       }
-      this.ctx.log.error({ err, seq: msg.seq, deliveries, retryInMs: delayMs }, "cannot admit rollout now; will be redelivered");
+      // the first failure and the one that makes it a lasting fault (degraded) at error; the redeliveries between and
+      // after at debug: thousands may wait on one fault, and health and rlloop_rollouts_waiting already say so
+      const level = failures === 1 || failures === FAILURES_BEFORE_GIVING_UP ? "error" : "debug";
+      this.ctx.log[level]({ err, seq: msg.seq, deliveries, failures, retryInMs: delayMs }, "cannot admit rollout now; will be redelivered");
       this.ctx.held.nak([msg.seq], delayMs);
     }
   }

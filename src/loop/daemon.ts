@@ -222,13 +222,13 @@ export class Daemon {
     await pump.drained();
     await scheduler.settled();
     scheduler.refuseWaiting("the daemon stopped before the rollback's turn: ask the next daemon");
+    await ctx.events.close(); // while the lease is held: a successor's events must not interleave with these
     // the open round was never committed: hand its messages back for immediate redelivery
     ctx.held.nak([...ctx.buffer.entries()].map((e) => e.seq));
     ctx.held.release();
     await observability.stop();
     await this.#trainer.close();
     await this.#lease?.release();
-    await ctx.events.close();
     await ctx.nats.nc.drain().catch(() => {});
     await this.#ownServer?.stop();
     await this.#lock?.release();
@@ -342,7 +342,10 @@ export class Daemon {
     void nats.nc.closed().then((err) => this.#onConnectionClosed(err));
     for await (const status of nats.nc.status()) {
       if (status.type === "disconnect") this.#connected = false;
-      if (status.type === "reconnect") this.#connected = true;
+      if (status.type === "reconnect") {
+        this.#connected = true;
+        this.#ctx?.events.reconnected();
+      }
       if (status.type === "disconnect" || status.type === "reconnect") this.log.warn({ nats: status.type }, "nats connection");
     }
   }

@@ -72,6 +72,7 @@ export class Observability {
       this.metricsPort = port;
     }
     this.#ticker = new StatsTicker(ctx, () => loop.snapshot(), async () => {
+      ctx.metrics.roundEventsUnpublished.set(ctx.events.unpublished);
       const consumer = await loop.consumer();
       if (consumer === null) return;
       ctx.ackFloor = Math.max(ctx.ackFloor, consumer.ackFloor);

@@ -1,0 +1,110 @@
+// The round events' outbox (src/loop/event-outbox.ts) against a scripted publish function: its ordering, the bound
+// on what a round waits, events the server can never take, the limit, the stop, and an event sent at every
+// microtask around the end of a drain. The whole path through a real nats-server outage: loop-faults.test.ts.
+import { JetStreamApiError } from "@nats-io/jetstream";
+import { errors as natsErrors } from "@nats-io/nats-core";
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { EventOutbox, OUTBOX_LIMIT, type OutboxEvent } from "../src/loop/event-outbox.js";
+
+const quiet = pino({ level: "silent" });
+const event = (label: string): OutboxEvent => ({ subject: `rlloop.bt.round.${label}`, data: label, msgID: label, label });
+
+/** A publish function that fails while `down`, refuses the labels in `refused`, and records what it published. */
+function fakeServer() {
+  const published: string[] = [];
+  const state = { down: false, tries: 0, refused: new Map<string, Error>() };
+  const publish = async (e: OutboxEvent) => {
+    state.tries++;
+    await Promise.resolve();
+    const refusal = state.refused.get(e.label);
+    if (refusal) throw refusal;
+    if (state.down) throw new natsErrors.TimeoutError();
+    published.push(e.label);
+  };
+  return { published, state, publish };
+}
+
+/** Polls `done` every 10 ms, 10 s at most (the drain runs on microtasks and cut waits: it needs no timer). */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
+describe("loop - the round events' outbox", () => {
+  it("publishes in order; a round waits two tries at most while NATS is down, later events not at all; all are published once it is back", async () => {
+    const server = fakeServer();
+    const outbox = new EventOutbox(server.publish, quiet);
+    await outbox.send(event("closed"));
+    server.state.down = true;
+    await outbox.send(event("training")); // returns after its two tries
+    expect(server.state.tries).toBe(3);
+    await outbox.send(event("trained")); // behind one that waits: at once
+    expect([server.state.tries, outbox.waiting]).toEqual([3, 2]);
+    server.state.down = false;
+    outbox.retryNow();
+    await until(() => outbox.waiting === 0);
+    expect(server.published).toEqual(["closed", "training", "trained"]);
+    expect(outbox.waiting).toBe(0);
+  });
+
+  it("an event sent at any microtask around the end of a drain is published (none waits for ever)", async () => {
+    for (let ticks = 0; ticks < 12; ticks++) {
+      const server = fakeServer();
+      const outbox = new EventOutbox(server.publish, quiet);
+      const first = outbox.send(event("first"));
+      await first;
+      for (let i = 0; i < ticks; i++) await Promise.resolve();
+      const second = outbox.send(event("second"));
+      const answered = await Promise.race([second.then(() => true), new Promise((r) => setTimeout(() => r(false), 1000))]);
+      expect([ticks, answered, server.published]).toEqual([ticks, true, ["first", "second"]]);
+    }
+  });
+
+  it("an event the server can never take (max_payload, the stream's message size) is dropped; the ones behind it are published", async () => {
+    const server = fakeServer();
+    server.state.refused.set("huge", new JetStreamApiError({ err_code: 10054, code: 400, description: "message size exceeds maximum allowed" }));
+    server.state.refused.set("oversized", new natsErrors.InvalidArgumentError("'payload' max_payload size exceeded"));
+    const outbox = new EventOutbox(server.publish, quiet);
+    await Promise.all(["a", "huge", "b", "oversized", "c"].map((l) => outbox.send(event(l))));
+    await until(() => outbox.waiting === 0);
+    expect(server.published).toEqual(["a", "b", "c"]);
+    expect(outbox.waiting).toBe(0);
+  });
+
+  it(`keeps ${OUTBOX_LIMIT} events at most: a new one past it is dropped, the ones kept are published in order`, async () => {
+    const server = fakeServer();
+    server.state.down = true;
+    const outbox = new EventOutbox(server.publish, quiet);
+    for (let i = 0; i <= OUTBOX_LIMIT; i++) await outbox.send(event(`e${i}`));
+    expect(outbox.waiting).toBe(OUTBOX_LIMIT);
+    server.state.down = false;
+    outbox.retryNow();
+    await until(() => outbox.waiting === 0);
+    expect(server.published.length).toBe(OUTBOX_LIMIT);
+    expect(server.published[0]).toBe("e0");
+    expect(server.published.at(-1)).toBe(`e${OUTBOX_LIMIT - 1}`);
+  });
+
+  it("close() during an outage answers within its grace, releases every sender, and refuses what is sent after it", async () => {
+    const server = fakeServer();
+    server.state.down = true;
+    const outbox = new EventOutbox(server.publish, quiet);
+    await outbox.send(event("a"));
+    const behind = outbox.send(event("b"));
+    await outbox.close(1000);
+    await behind;
+    await outbox.send(event("late")); // answered at once
+    expect([outbox.waiting, server.published]).toEqual([0, []]);
+  });
+
+  it("close() publishes what waits when NATS answers again", async () => {
+    const server = fakeServer();
+    server.state.down = true;
+    const outbox = new EventOutbox(server.publish, quiet);
+    await outbox.send(event("a"));
+    await outbox.send(event("b"));
+    server.state.down = false;
+    await outbox.close(1000);
+    expect(server.published).toEqual(["a", "b"]);
+  });
+});
