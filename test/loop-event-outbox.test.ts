@@ -49,15 +49,54 @@ describe("loop - the round events' outbox", () => {
 
   it("an event sent at any microtask around the end of a drain is published (none waits for ever)", async () => {
     for (let ticks = 0; ticks < 12; ticks++) {
-      const server = fakeServer();
-      const outbox = new EventOutbox(server.publish, quiet);
-      const first = outbox.send(event("first"));
-      await first;
-      for (let i = 0; i < ticks; i++) await Promise.resolve();
-      const second = outbox.send(event("second"));
-      const answered = await Promise.race([second.then(() => true), new Promise((r) => setTimeout(() => r(false), 1000))]);
-      expect([ticks, answered, server.published]).toEqual([ticks, true, ["first", "second"]]);
+      const published: string[] = [];
+      let second: Promise<void> | null = null;
+      const outbox: EventOutbox = new EventOutbox(async (e) => {
+        const done = Promise.resolve().then(() => void published.push(e.label));
+        // the second event is sent `ticks` microtasks after the first publish settles, from outside the drain
+        if (e.label === "first") {
+          void done.then(async () => {
+            for (let i = 0; i < ticks; i++) await Promise.resolve();
+            second = outbox.send(event("second"));
+          });
+        }
+        return done;
+      }, quiet);
+      await outbox.send(event("first"));
+      await until(() => second !== null);
+      const answered = await Promise.race([second!.then(() => true), new Promise((r) => setTimeout(() => r(false), 1000))]);
+      expect([ticks, answered, published]).toEqual([ticks, true, ["first", "second"]]);
     }
+  });
+
+  it("a connection back while a try is in flight makes the next try immediate, not after the backoff", async () => {
+    const tries: string[] = [];
+    let answer: (() => void) | null = null;
+    let fail = true;
+    const outbox = new EventOutbox(async (e) => {
+      tries.push(e.label);
+      if (!fail) return;
+      await new Promise<void>((r) => (answer = r)); // a try that takes its time, then fails
+      throw new natsErrors.TimeoutError();
+    }, quiet);
+    const sent = outbox.send(event("a"));
+    await until(() => answer !== null);
+    answer!(); // first try fails
+    await until(() => tries.length === 2);
+    answer!(); // second fails: the sender goes on, the backoff begins
+    await sent;
+    // wait out two backoffs (1 s, 2 s): the fourth try is in flight, and the next wait would be 4 s
+    await until(() => tries.length === 3);
+    answer!();
+    await until(() => tries.length === 4);
+    fail = false;
+    outbox.retryNow(); // the connection came back during the fourth try
+    answer!();
+    // tried again at once: on microtasks, before the event loop's next turn (a backoff is a timer, 4 s away)
+    await new Promise((r) => setImmediate(r));
+    expect(tries.length).toBe(5);
+    await until(() => outbox.waiting === 0);
+    expect(outbox.waiting).toBe(0);
   });
 
   it("an event the server can never take (max_payload, the stream's message size) is dropped; the ones behind it are published", async () => {
@@ -85,7 +124,7 @@ describe("loop - the round events' outbox", () => {
     expect(server.published.at(-1)).toBe(`e${OUTBOX_LIMIT - 1}`);
   });
 
-  it("close() during an outage answers within its grace, releases every sender, and refuses what is sent after it", async () => {
+  it("close() during an outage releases every sender and refuses what is sent after it; a try that never answers does not hold it", async () => {
     const server = fakeServer();
     server.state.down = true;
     const outbox = new EventOutbox(server.publish, quiet);
@@ -95,6 +134,12 @@ describe("loop - the round events' outbox", () => {
     await behind;
     await outbox.send(event("late")); // answered at once
     expect([outbox.waiting, server.published]).toEqual([0, []]);
+
+    const hanging = new EventOutbox(() => new Promise(() => {}), quiet);
+    const stuck = hanging.send(event("stuck"));
+    await hanging.close(100);
+    await stuck;
+    expect(hanging.waiting).toBe(0);
   });
 
   it("close() publishes what waits when NATS answers again", async () => {

@@ -277,8 +277,8 @@ export class Daemon {
     this.#ctx?.held.release();
     this.#frameRoots?.close();
     await this.#trainer.close().catch(() => {});
-    await this.#lease?.release().catch(() => {});
     await this.#ctx?.events.close();
+    await this.#lease?.release().catch(() => {});
     await this.#nats?.nc.close().catch(() => {});
     await this.#ownServer?.stop().catch(() => {});
     await this.#lock?.release().catch(() => {});

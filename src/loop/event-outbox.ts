@@ -11,10 +11,12 @@ import type { Logger } from "pino";
 /** Events kept at most; a new one past it is dropped, with a warning. Only a server that refuses events for
  *  thousands of rounds fills it (a round cannot commit while NATS is down: an outage queues a few). */
 export const OUTBOX_LIMIT = 10_000;
-/** Tries of an event before the round that sent it goes on (a server that just restarted may not answer the first),
- *  each TRY_TIMEOUT_MS at most; then the outbox tries again every RETRY_MIN_MS doubling to RETRY_MAX_MS, and at once
- *  when the connection comes back (retryNow). */
+/** Tries of an event before the round that sent it goes on (a server that just restarted may not answer the first:
+ *  it answers "no responders" at once, so the second try waits SECOND_TRY_AFTER_MS), each TRY_TIMEOUT_MS at most;
+ *  then the outbox tries again every RETRY_MIN_MS doubling to RETRY_MAX_MS, and at once when the connection comes
+ *  back (retryNow). */
 const FIRST_TRIES = 2;
+const SECOND_TRY_AFTER_MS = 250;
 export const TRY_TIMEOUT_MS = 2000;
 const RETRY_MIN_MS = 1000;
 const RETRY_MAX_MS = 30_000;
@@ -41,6 +43,9 @@ export class EventOutbox {
   readonly #closed = new AbortController();
   /** the wait between two tries, cut short by retryNow() and close() */
   #wait: AbortController | null = null;
+  /** the connection came back since the last try began: the next try is now, and the backoff starts again */
+  #reconnected = false;
+  /** past close()'s grace: no further try */
   #halted = false;
 
   constructor(private readonly publish: (e: OutboxEvent) => Promise<unknown>, private readonly log: Logger) {}
@@ -48,8 +53,8 @@ export class EventOutbox {
   /** Queues an event behind those not yet published; resolves once it is published or its first tries failed, and
    *  at once while earlier ones still wait. */
   async send(event: OutboxEvent): Promise<void> {
-    if (this.#halted) {
-      this.log.warn({ event: event.label }, "round event not published: sent after the stop");
+    if (this.#closed.signal.aborted) {
+      this.log.warn({ event: event.label }, "round event not published: sent after the stop began");
       return;
     }
     if (this.#queue.length >= OUTBOX_LIMIT) {
@@ -71,26 +76,30 @@ export class EventOutbox {
 
   /** The connection is back: try the head now rather than at the end of the current wait. */
   retryNow(): void {
+    this.#reconnected = true;
     this.#wait?.abort();
   }
 
   /** Stops retrying: the head gets one more try (the drain's, if one is running) and, while they succeed, the
-   *  events behind it, for `graceMs` at most; what is left is logged, not published. */
+   *  events behind it, for `graceMs` at most; a try still in flight then is waited for (it ends within its timeout),
+   *  so that nothing is published after close() returns. What is left is logged, not published. */
   async close(graceMs = 5000): Promise<void> {
     this.#closed.abort();
     this.#wait?.abort();
-    this.#kick();
+    this.#kick(true);
     await Promise.race([this.#draining, sleep(graceMs, undefined, { ref: false })]);
-    this.#halted = true; // a drain still publishing stops after its current try
+    this.#halted = true;
+    await Promise.race([this.#draining, sleep(TRY_TIMEOUT_MS + 500, undefined, { ref: false })]);
     const left = this.#queue.splice(0);
     for (const e of left) e.release();
     if (left.length > 0) this.log.warn({ events: left.map((e) => e.label) }, "round events not published: NATS did not confirm them before the stop");
   }
 
-  #kick(): void {
-    if (this.#active || this.#queue.length === 0 || this.#halted) return;
+  /** Starts a drain unless one runs; once the stop began, only close() starts one (its last). */
+  #kick(closing = false): void {
+    if (this.#active || this.#queue.length === 0 || this.#halted || (this.#closed.signal.aborted && !closing)) return;
     this.#active = true;
-    this.#draining = this.#drain();
+    this.#draining = this.#drain().catch((err: unknown) => this.log.error({ err }, "round events' outbox stopped"));
   }
 
   /** Publishes the head, then the next, until the queue is empty; a head that fails is tried again after a wait. */
@@ -100,6 +109,7 @@ export class EventOutbox {
     try {
       while (this.#queue.length > 0 && !this.#halted) {
         const head = this.#queue[0]!;
+        this.#reconnected = false;
         const { outcome, err } = await this.#try(head);
         if (outcome !== "failed") {
           if (this.#queue[0] === head) this.#queue.shift(); // close() may have emptied the queue meanwhile
@@ -112,16 +122,27 @@ export class EventOutbox {
         if (++failures === FIRST_TRIES) this.log.warn({ err, event: head.label, waiting: this.#queue.length }, "round event not published yet: trying again in the background");
         if (failures >= FIRST_TRIES || this.#closed.signal.aborted) head.release();
         if (this.#closed.signal.aborted) return;
-        if (failures < FIRST_TRIES) continue;
-        this.#wait = new AbortController();
-        // unref'd: events waiting for NATS never keep the process alive by themselves
-        await sleep(delayMs, undefined, { signal: this.#wait.signal, ref: false }).catch(() => undefined);
-        this.#wait = null;
-        delayMs = Math.min(RETRY_MAX_MS, 2 * delayMs);
+        if (!this.#reconnected) {
+          const waitMs = failures < FIRST_TRIES ? SECOND_TRY_AFTER_MS : delayMs;
+          if (failures >= FIRST_TRIES) delayMs = Math.min(RETRY_MAX_MS, 2 * delayMs);
+          await this.#pause(waitMs);
+        }
+        if (this.#reconnected) {
+          this.#reconnected = false;
+          delayMs = RETRY_MIN_MS;
+        }
       }
     } finally {
       this.#active = false; // synchronously with the loop's last check: an event sent after it starts a new drain
     }
+  }
+
+  /** Waits `ms`, cut short by retryNow() and close(); unref'd: events waiting for NATS never keep the process
+   *  alive by themselves. */
+  async #pause(ms: number): Promise<void> {
+    this.#wait = new AbortController();
+    await sleep(ms, undefined, { signal: this.#wait.signal, ref: false }).catch(() => undefined);
+    this.#wait = null;
   }
 
   async #try(head: Queued): Promise<{ outcome: "published" | "failed" | "refused"; err?: unknown }> {
