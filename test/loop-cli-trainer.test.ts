@@ -1,8 +1,9 @@
 // A custom trainer.command that is a wrapper with workers of its own (a shell script, torchrun): a worker holding the
 // command's output, and the command hung (past trainer.timeoutS) or exited. The job must end either way — with the
 // output on a pipe, execa's result waited for the pipe's end, so a kill of the command alone left a timed-out job,
-// its round and the stream behind it waiting for ever — and no worker in the command's group may outlive its job (it
-// would keep the GPU). Real processes.
+// its round and the stream behind it waiting for ever — and no worker may outlive its job (it would keep the GPU):
+// not one in the command's group, nor one in a session of its own, nor one a killed daemon's run left. Real processes.
+import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { execa } from "execa";
@@ -13,6 +14,7 @@ import type { TrainJob } from "../src/contract/index.js";
 import { CliRoundTrainer } from "../src/loop/cli-trainer.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { TrainerError } from "../src/loop/errors.js";
+import { markedProcesses } from "../src/loop/marked-processes.js";
 import { REPO, waitFor } from "./helpers/loop.js";
 
 /** A wrapper that starts a worker sharing its output (its pid written down; in a session of its own with MODE
@@ -110,14 +112,33 @@ describe("loop - a trainer command with workers of its own", () => {
     }
   });
 
-  it("a worker that left the command's group (a session of its own) does not hold the job's end", async () => {
+  it("a worker that left the command's group (a session of its own) does not hold the job's end, and is ended after it", async () => {
     const { trainer: t, workerPid } = trainer("escape", null);
     try {
       const stats = await t.train(job("out-escape"), { label: "round 3 attempt 1", logFile: join(dir, "escape.log") });
       expect(stats.rows).toBe(1);
-      expect(alive(workerPid())).toBe(true); // out of the group's reach: the command's to end, as torchrun ends its own
+      // out of the group's reach, not of its mark: a torchrun killed at its time limit leaves its workers so
+      await waitFor("the escaped worker ended", async () => !alive(workerPid()));
     } finally {
-      process.kill(workerPid(), "SIGKILL");
+      if (alive(workerPid())) process.kill(workerPid(), "SIGKILL");
+    }
+  });
+
+  it("a daemon's trainer ends at its start what the runs of a daemon killed on its work dir left behind, and nothing else", async () => {
+    const mark = `daemon-${randomUUID()}`, run = randomUUID();
+    // a worker of a killed daemon's run (its mark), and one of another work dir's daemon; each in a session of its own
+    const orphan = execa("sleep", ["600"], { env: { RLLOOP_TRAINER_RUN: `${mark}:${run}` }, detached: true, stdio: "ignore", reject: false });
+    const other = execa("sleep", ["600"], { env: { RLLOOP_TRAINER_RUN: `daemon-${randomUUID()}:${run}` }, detached: true, stdio: "ignore", reject: false });
+    try {
+      // exec'd, their environments readable: found by their marks
+      await waitFor("both started", async () => ((await markedProcesses((m) => m.endsWith(`:${run}`))).length === 2 ? true : null));
+      const config = parseConfig({ trainer: { command: [script] } });
+      await new CliRoundTrainer(config.trainer, { mark, endLeftovers: true }).start();
+      await waitFor("the orphan ended", async () => !alive(orphan.pid!));
+      expect(alive(other.pid!)).toBe(true);
+    } finally {
+      orphan.kill("SIGKILL");
+      other.kill("SIGKILL");
     }
   });
 });

@@ -249,8 +249,9 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const file = e.writeConfig({ trainer: { env: { FAKE_TRAINER_SLEEP_MS: "1500" } }, log: { level: "info" } });
     const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("killed", i, { steps: 1 })));
     await publishRollouts(e.js, rollouts);
-    // each kill lands while the trainer runs; a trainer a killed daemon left behind may finish meanwhile, and the
-    // next start then commits its output (finished-attempt.ts): the kills stop there
+    // each kill lands while the trainer runs; the next start ends the trainer the killed daemon left behind
+    // (marked-processes.ts) unless it finished first, and then commits its output (finished-attempt.ts): the kills
+    // stop there
     let kills = 0;
     for (; kills < 4; kills++) {
       const d = spawnDaemon(file);

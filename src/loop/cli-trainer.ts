@@ -2,13 +2,16 @@
 // as the seed. It gets the seed's flags (plus, for rlloop's own command, the model flags of the typed trainer
 // config), runs with the job's folder as working directory (the rows' frame paths are relative to it), and must
 // write the adapter and stats.json into --out.
+import { randomUUID } from "node:crypto";
 import { access, constants, open, rm } from "node:fs/promises";
 import { delimiter, isAbsolute, join } from "node:path";
 import { execa } from "execa";
 import type { TrainJob } from "../contract/index.js";
 import { PACKAGE_ROOT, type TrainerConfig } from "./config/index.js";
 import { TrainerError } from "./errors.js";
-import { endGroup, trackGroup } from "./process-group.js";
+import { logger } from "../log.js";
+import { endMarked, endRun, RUN_MARK, trackRun } from "./marked-processes.js";
+import { endGroup, GROUP_KILL_GRACE_MS, trackGroup } from "./process-group.js";
 import { readTrainerOutput, type RoundTrainer, type TrainRun } from "./trainer.js";
 import type { PpoStats } from "../contract/index.js";
 
@@ -40,8 +43,12 @@ export function rlloopFlags(job: TrainJob, trainer: TrainerConfig): string[] {
 export class CliRoundTrainer implements RoundTrainer {
   readonly #custom: boolean;
   readonly #command: string[];
+  readonly #log = logger("trainer");
 
-  constructor(private readonly config: TrainerConfig) {
+  /** `owner`: the marks of this trainer's runs begin with it (marked-processes.ts). A daemon's names its work dir, so
+   *  that its start ends what the runs of a daemon killed there left behind (the work dir's lock is held: that
+   *  daemon is gone); other owners' runs are left alone. */
+  constructor(private readonly config: TrainerConfig, private readonly owner: { mark: string; endLeftovers: boolean } = { mark: "run", endLeftovers: false }) {
     this.#custom = config.command !== null;
     this.#command = config.command ?? defaultTrainerCommand();
   }
@@ -49,8 +56,12 @@ export class CliRoundTrainer implements RoundTrainer {
   /** The command must be runnable: an executable file, or a name found on PATH. */
   async start(): Promise<void> {
     const file = this.#command[0] as string;
-    if (await executable(file)) return;
-    throw new TrainerError(`trainer.command ${JSON.stringify(file)}: not an executable file${isAbsolute(file) ? "" : " and not found on PATH"}`);
+    if (!(await executable(file))) {
+      throw new TrainerError(`trainer.command ${JSON.stringify(file)}: not an executable file${isAbsolute(file) ? "" : " and not found on PATH"}`);
+    }
+    if (!this.owner.endLeftovers) return;
+    const left = await endMarked((m) => m.startsWith(`${this.owner.mark}:`), GROUP_KILL_GRACE_MS);
+    if (left.length > 0) this.#log.warn({ pids: left }, "ended the trainer processes a previous daemon on this work dir left behind (they held the GPU)");
   }
 
   async train(job: TrainJob, run: TrainRun): Promise<PpoStats> {
@@ -66,13 +77,20 @@ export class CliRoundTrainer implements RoundTrainer {
     let result;
     try {
       const fd = log.fd as 3; // execa takes any descriptor; its types name only 3-9
-      const child = execa(file as string, args, { cwd: job.image_base ?? undefined, env: this.config.env, stdin: "ignore", stdout: fd, stderr: fd, reject: false, detached: true });
+      const mark = `${this.owner.mark}:${randomUUID()}`;
+      trackRun(mark);
+      const env = { ...this.config.env, [RUN_MARK]: mark };
+      const child = execa(file as string, args, { cwd: job.image_base ?? undefined, env, stdin: "ignore", stdout: fd, stderr: fd, reject: false, detached: true });
       trackGroup(child.pid);
       const limit = this.config.timeoutS === null ? null : setTimeout(() => {
         timedOut = true;
         endGroup(child.pid);
       }, this.config.timeoutS * 1000);
-      child.once("exit", () => endGroup(child.pid));
+      child.once("exit", () => {
+        endGroup(child.pid);
+        // and what left the group (workers in sessions of their own): the job is over, nothing of it may keep the GPU
+        endRun(mark, GROUP_KILL_GRACE_MS, (pids) => this.#log.warn({ job: run.label, pids }, "ended processes the trainer command left behind"));
+      });
       result = await child.finally(() => clearTimeout(limit ?? undefined));
     } finally {
       await log.close();

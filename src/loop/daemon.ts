@@ -3,6 +3,8 @@
 // a probe job), the intake pump with backpressure, the round scheduler, graceful stop (SIGTERM: stop pulling, let
 // the round in hand reach a safe point, nak the open round for immediate redelivery, drain).
 // The CLI decides the exit code: a fatal error (another daemon moved the state) resolves `closed` with it.
+import { createHash } from "node:crypto";
+import { resolve } from "node:path";
 import type { Logger } from "pino";
 import type { AdapterRolledBack, RoundSummary, StatsEvent } from "../contract/index.js";
 import { logger, setLogLevel } from "../log.js";
@@ -96,7 +98,7 @@ export class Daemon {
     // before any child logger exists: pino children take their parent's level when created
     setLogLevel(options.config.log.level);
     this.log = logger("daemon", { policy: options.config.policy.name });
-    this.#trainer = options.trainer ?? roundTrainer(options.config.trainer);
+    this.#trainer = options.trainer ?? roundTrainer(options.config);
   }
 
   /** bound port of /metrics (null when off or not started) */
@@ -392,6 +394,9 @@ export class Daemon {
 }
 
 /** The trainer of the config: resident ranks keep the model loaded between rounds; a custom command runs per round. */
-function roundTrainer(config: Config["trainer"]): RoundTrainer {
-  return config.command === null && config.resident ? new ResidentRoundTrainer(config) : new CliRoundTrainer(config);
+function roundTrainer(config: Config): RoundTrainer {
+  const { trainer } = config;
+  if (trainer.command === null && trainer.resident) return new ResidentRoundTrainer(trainer);
+  const workDir = createHash("sha256").update(resolve(config.workDir)).digest("hex").slice(0, 16);
+  return new CliRoundTrainer(trainer, { mark: `daemon-${workDir}`, endLeftovers: true });
 }

@@ -5,7 +5,7 @@
 // that is not detached (a detached one it leaves alone) — through signal-exit, as execa does, so that an exit by a
 // signal nothing handles (`rlloop replay --train` sent SIGTERM) counts too, while a signal the daemon handles (its
 // drain, which lets the training in flight finish) does not. Workers that start sessions of their own (torchrun's)
-// are out of the group's reach: the command ends those itself.
+// are out of the group's reach: marked-processes.ts ends those, by the mark in their environment.
 import { onExit } from "signal-exit";
 
 /** Between a group's SIGTERM and its SIGKILL. */
