@@ -75,10 +75,10 @@ export class CliRoundTrainer implements RoundTrainer {
     const log = await open(run.logFile, "w");
     let timedOut = false;
     let result;
+    const mark = `${this.owner.mark}:${randomUUID()}`;
+    trackRun(mark);
     try {
       const fd = log.fd as 3; // execa takes any descriptor; its types name only 3-9
-      const mark = `${this.owner.mark}:${randomUUID()}`;
-      trackRun(mark);
       const env = { ...this.config.env, [RUN_MARK]: mark };
       const child = execa(file as string, args, { cwd: job.image_base ?? undefined, env, stdin: "ignore", stdout: fd, stderr: fd, reject: false, detached: true });
       trackGroup(child.pid);
@@ -86,14 +86,13 @@ export class CliRoundTrainer implements RoundTrainer {
         timedOut = true;
         endGroup(child.pid);
       }, this.config.timeoutS * 1000);
-      child.once("exit", () => {
-        endGroup(child.pid);
-        // and what left the group (workers in sessions of their own): the job is over, nothing of it may keep the GPU
-        endRun(mark, GROUP_KILL_GRACE_MS, (pids) => this.#log.warn({ job: run.label, pids }, "ended processes the trainer command left behind"));
-      });
+      child.once("exit", () => endGroup(child.pid));
       result = await child.finally(() => clearTimeout(limit ?? undefined));
     } finally {
       await log.close();
+      // and what left the group (workers in sessions of their own): the job is over, nothing of it may keep the GPU
+      // when the next attempt, the probe or the next round starts
+      await endRun(mark, GROUP_KILL_GRACE_MS, (pids) => this.#log.warn({ job: run.label, pids }, "ended processes the trainer command left behind"));
     }
     if (timedOut) throw new TrainerError(`trainer timed out on ${run.label} after trainer.timeoutS ${this.config.timeoutS} s\n${await logTail(run.logFile)}`);
     if (result.failed) throw new TrainerError(`trainer failed on ${run.label}: ${result.shortMessage}\n${await logTail(run.logFile)}`);

@@ -4,6 +4,7 @@
 // the round in hand reach a safe point, nak the open round for immediate redelivery, drain).
 // The CLI decides the exit code: a fatal error (another daemon moved the state) resolves `closed` with it.
 import { createHash } from "node:crypto";
+import { existsSync, realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Logger } from "pino";
 import type { AdapterRolledBack, RoundSummary, StatsEvent } from "../contract/index.js";
@@ -397,6 +398,9 @@ export class Daemon {
 function roundTrainer(config: Config): RoundTrainer {
   const { trainer } = config;
   if (trainer.command === null && trainer.resident) return new ResidentRoundTrainer(trainer);
-  const workDir = createHash("sha256").update(resolve(config.workDir)).digest("hex").slice(0, 16);
+  // the path as the file system names it: a restart through a symlinked path holds the same lock and must find the
+  // same marks (a work dir not made yet has no leftovers)
+  const path = existsSync(config.workDir) ? realpathSync(config.workDir) : resolve(config.workDir);
+  const workDir = createHash("sha256").update(path).digest("hex").slice(0, 16);
   return new CliRoundTrainer(trainer, { mark: `daemon-${workDir}`, endLeftovers: true });
 }

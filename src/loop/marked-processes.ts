@@ -5,8 +5,9 @@
 // environment it was started with, whatever its session, so each run of a command carries its own RUN_MARK value and
 // what carries it is ended when the run is over. Linux's /proc is read; a process this user may not read is not
 // ours. No library finds processes by environment: ps-list and the like list names and pids only.
-import { readdirSync, readFileSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdir, readFile, stat } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import { onExit } from "signal-exit";
 
 export const RUN_MARK = "RLLOOP_TRAINER_RUN";
@@ -26,14 +27,24 @@ function pids(entries: string[]): number[] {
   return entries.filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => pid !== process.pid);
 }
 
+/** This user's: a trainer runs as the daemon's user, and reading another's environment (as root) is none of ours —
+ *  nor is the lock that read takes on a process stuck in a driver. stat does not take it. */
+const uid = process.getuid?.() ?? -1;
+/** /proc entries read at once: a host's thousands of processes must not fill libuv's pool. */
+const SCAN_CONCURRENCY = 16;
+
 /** Processes whose mark `matches`. */
 export async function markedProcesses(matches: (mark: string) => boolean): Promise<number[]> {
   const found: number[] = [];
   const all = pids(await readdir("/proc").catch(() => []));
-  await Promise.all(all.map(async (pid) => {
-    const mark = markOf(await readFile(`/proc/${pid}/environ`, "latin1").catch(() => ""));
-    if (mark !== null && matches(mark)) found.push(pid);
-  }));
+  for (let i = 0; i < all.length; i += SCAN_CONCURRENCY) {
+    await Promise.all(all.slice(i, i + SCAN_CONCURRENCY).map(async (pid) => {
+      const owner = await stat(`/proc/${pid}`).then((st) => st.uid, () => null);
+      if (owner !== uid) return;
+      const mark = markOf(await readFile(`/proc/${pid}/environ`, "latin1").catch(() => ""));
+      if (mark !== null && matches(mark)) found.push(pid);
+    }));
+  }
   return found;
 }
 
@@ -48,6 +59,7 @@ function markedProcessesSync(matches: (mark: string) => boolean): number[] {
   return pids(entries).filter((pid) => {
     let environ = "";
     try {
+      if (statSync(`/proc/${pid}`).uid !== uid) return false;
       environ = readFileSync(`/proc/${pid}/environ`, "latin1");
     } catch {
       return false; // gone, or not this user's
@@ -72,25 +84,31 @@ export function trackRun(mark: string): void {
   running.add(mark);
   if (!exitHook) {
     exitHook = true;
-    onExit(() => signal(markedProcessesSync((m) => running.has(m)), "SIGKILL"));
+    onExit(() => {
+      if (running.size > 0) signal(markedProcessesSync((m) => running.has(m)), "SIGKILL");
+    });
   }
 }
 
-/** Ends what carries a mark that `matches`: SIGTERM now, SIGKILL to what is left after `graceMs`. Resolves with the
- *  pids it found, once the SIGKILL went out. */
+/** Ends what carries a mark that `matches`: SIGTERM now, SIGKILL to what is left after `graceMs`; resolves with the
+ *  pids it found once they are gone (or, past SIGKILL, a second more: a process in uninterruptible sleep outlives
+ *  it). Looked for again while it waits, so a process that was between fork and exec at the first look is found. */
 export async function endMarked(matches: (mark: string) => boolean, graceMs: number): Promise<number[]> {
-  const found = await markedProcesses(matches);
-  if (found.length === 0) return found;
-  signal(found, "SIGTERM");
-  await new Promise((r) => setTimeout(r, graceMs)); // held: the SIGKILL must go out, even from a process otherwise idle
-  signal(await markedProcesses(matches), "SIGKILL");
-  return found;
+  const found = new Set<number>();
+  const killAt = Date.now() + graceMs;
+  for (let left = await markedProcesses(matches); left.length > 0 && Date.now() < killAt + 1000; left = await markedProcesses(matches)) {
+    if (Date.now() >= killAt) signal(left, "SIGKILL");
+    else signal(left.filter((pid) => !found.has(pid)), "SIGTERM"); // once each: a second SIGTERM means "now" to some
+    for (const pid of left) found.add(pid);
+    await sleep(100); // held: the SIGKILL must go out, even from a process otherwise idle
+  }
+  return [...found];
 }
 
-/** The run is over: what still carries its mark is ended (in the background), and it is no longer tracked. */
-export function endRun(mark: string, graceMs: number, onFound: (pids: number[]) => void): void {
-  void endMarked((m) => m === mark, graceMs).then((found) => {
-    running.delete(mark);
-    if (found.length > 0) onFound(found);
-  });
+/** The run is over: what still carries its mark is ended, and it is no longer tracked. Resolves once they are gone,
+ *  so that the next run does not start beside them on the GPU. */
+export async function endRun(mark: string, graceMs: number, onFound: (pids: number[]) => void): Promise<void> {
+  const found = await endMarked((m) => m === mark, graceMs).catch(() => []);
+  running.delete(mark);
+  if (found.length > 0) onFound(found);
 }
