@@ -1,16 +1,16 @@
 // The block programs' CUDA executor (block/program.h): the program's thread count a block; matrix products on the
-// tensor cores in TF32 (WMMA 16x16x8 tiles, a warp taking a unit of up to 2 x 2 tiles that share their
-// fragments, float32 accumulators) or, for float32 models, exact float32 on the SIMT cores; the 16-row solves one
+// tensor cores in TF32 (mma.sync m16n8k8 from shared memory, block/tf32_mma.cuh; a warp taking a unit of up to
+// 2 x 2 tiles of 16 x 16 that share their fragments, float32 accumulators) or, for float32 models, exact float32 on the SIMT cores; the 16-row solves one
 // column a thread in registers; reductions over warps. Everything is inlined into the program, so its
 // compile-time shapes fold into the index arithmetic.
 #pragma once
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
-#include <mma.h>
 
 #include <type_traits>
 
 #include "block/program.h"
+#include "block/tf32_mma.cuh"
 #include "kernels/device_helpers.cuh"
 
 namespace rlloop::block {
@@ -144,87 +144,72 @@ class CudaBlock {
   }
 
  private:
-  using Accumulator = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float>;
+  using Accumulator = tf32::Accumulator;  // a 16 x 8 tile: a 16 x 16 one is two
 
-  template <class Layout>
-  using FragmentA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32, Layout>;
-  template <class Layout>
-  using FragmentB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 8, nvcuda::wmma::precision::tf32, Layout>;
-
-  template <class Fragment>
-  __device__ __forceinline__ static void load_tf32(Fragment& frag, const float* p, int ld) {
-    nvcuda::wmma::load_matrix_sync(frag, p, ld);
-#pragma unroll
-    for (int i = 0; i < frag.num_elements; ++i) frag.x[i] = nvcuda::wmma::__float_to_tf32(frag.x[i]);
-  }
-
-  // part[h][r][s] += op(A)[m0 + 16r : +16, k] op(B)[k, n0 + 16s : +16] over the k-steps k = 8h, 8h + 8·kSplit, …:
-  // a warp's unit of kRows x kWidth tiles, the layouts fixed at compile time. Each k-step loads kRows A and
-  // kWidth B fragments for kRows·kWidth products, so a wider unit converts fewer fragments a product; kSplit
-  // accumulator sets interleave over k so that consecutive products do not wait on each other's results (the
-  // kernels run one or two blocks an SM: too few warps to hide a tensor-core product's latency otherwise).
-  template <int kSplit, int kRows, int kWidth, class LayoutA, class LayoutB>
-  __device__ __forceinline__ static void unit_product(Accumulator (&part)[kSplit][kRows][kWidth], const Term& t, int m0,
-                                                      int n0) {
-    constexpr bool kColA = std::is_same_v<LayoutA, nvcuda::wmma::col_major>;
-    constexpr bool kColB = std::is_same_v<LayoutB, nvcuda::wmma::col_major>;
-    FragmentA<LayoutA> fa[kRows];
-    FragmentB<LayoutB> fb[kWidth];
+  // part[h][r][2s + j] += op(A)[m0 + 16r : +16, k] op(B)[k, n0 + 16s + 8j : +8] over the k-steps k = 8h,
+  // 8h + 8·kSplit, …: a warp's unit of kRows x kWidth 16 x 16 tiles, the layouts fixed at compile time. Each k-step
+  // loads kRows A and 2·kWidth B fragments for 2·kRows·kWidth products, so a wider unit loads fewer fragments a
+  // product; kSplit accumulator sets interleave over k so that consecutive products do not wait on each other's
+  // results (the kernels run one or two blocks an SM: too few warps to hide a tensor-core product's latency
+  // otherwise).
+  template <int kSplit, int kRows, int kWidth, bool kTransposeA, bool kTransposeB>
+  __device__ __forceinline__ static void unit_product(Accumulator (&part)[kSplit][kRows][2 * kWidth], const Term& t,
+                                                      int m0, int n0, int lane) {
+    const tf32::OperandA<kTransposeA> a(t.a, t.lda, m0, lane);
+    const tf32::OperandB<kTransposeB> b(t.b, t.ldb, n0, lane);
+    tf32::FragmentA fa[kRows];
+    tf32::FragmentB fb[kWidth][2];
     for (int k0 = 0; k0 < t.k; k0 += 8 * kSplit) {
 #pragma unroll
       for (int h = 0; h < kSplit; ++h) {
         const int k = k0 + 8 * h;
         if (kSplit > 1 && k >= t.k) break;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const int m = m0 + 16 * r;
-          load_tf32(fa[r], kColA ? t.a + k * t.lda + m : t.a + m * t.lda + k, t.lda);
-        }
+        for (int r = 0; r < kRows; ++r) a.load(fa[r], k, r);
 #pragma unroll
-        for (int s = 0; s < kWidth; ++s) {
-          const int n = n0 + 16 * s;
-          load_tf32(fb[s], kColB ? t.b + n * t.ldb + k : t.b + k * t.ldb + n, t.ldb);
-        }
+        for (int s = 0; s < kWidth; ++s) b.load(fb[s], k, s);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
-          for (int s = 0; s < kWidth; ++s) nvcuda::wmma::mma_sync(part[h][r][s], fa[r], fb[s], part[h][r][s]);
+          for (int s = 0; s < kWidth; ++s)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) tf32::mma(part[h][r][2 * s + j], fa[r], fb[s][j]);
       }
     }
   }
 
   template <int kSplit, int kRows, int kWidth>
-  __device__ __forceinline__ static void term_product(Accumulator (&part)[kSplit][kRows][kWidth], const Term& t, int m0,
-                                                      int n0) {
-    using nvcuda::wmma::col_major;
-    using nvcuda::wmma::row_major;
+  __device__ __forceinline__ static void term_product(Accumulator (&part)[kSplit][kRows][2 * kWidth], const Term& t,
+                                                      int m0, int n0, int lane) {
     if (t.transpose_a) {
-      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, col_major, col_major>(part, t, m0, n0);
-      else unit_product<kSplit, kRows, kWidth, col_major, row_major>(part, t, m0, n0);
+      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, true, true>(part, t, m0, n0, lane);
+      else unit_product<kSplit, kRows, kWidth, true, false>(part, t, m0, n0, lane);
     } else {
-      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, row_major, col_major>(part, t, m0, n0);
-      else unit_product<kSplit, kRows, kWidth, row_major, row_major>(part, t, m0, n0);
+      if (t.transpose_b) unit_product<kSplit, kRows, kWidth, false, true>(part, t, m0, n0, lane);
+      else unit_product<kSplit, kRows, kWidth, false, false>(part, t, m0, n0, lane);
     }
   }
 
-  // The output in units of kRows x kWidth tiles, units spread over the warps.
+  // The output in units of kRows x kWidth 16 x 16 tiles, units spread over the warps.
   template <int kSplit, int kRows, int kWidth>
   __device__ __forceinline__ void mm_units(int M, int N, const Term* terms, int count, float* C, int ldc, float beta) const {
-    const int warp = threadIdx.x / cuda::kWarp, units_n = N / (16 * kWidth), units = (M / (16 * kRows)) * units_n;
+    constexpr int kCols = 2 * kWidth;  // 8-column accumulator tiles a unit row
+    const int warp = threadIdx.x / cuda::kWarp, lane = threadIdx.x % cuda::kWarp;
+    const int units_n = N / (16 * kWidth), units = (M / (16 * kRows)) * units_n;
     for (int unit = warp; unit < units; unit += kBlockWarps) {
       const int m0 = (unit / units_n) * 16 * kRows, n0 = (unit % units_n) * 16 * kWidth;
-      Accumulator acc[kRows][kWidth];
+      Accumulator acc[kRows][kCols];
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int s = 0; s < kWidth; ++s) {
-          float* c = C + (m0 + 16 * r) * ldc + n0 + 16 * s;
+        for (int c = 0; c < kCols; ++c) {
           if (beta != 0.0f) {
-            nvcuda::wmma::load_matrix_sync(acc[r][s], c, ldc, nvcuda::wmma::mem_row_major);
+            tf32::load_accumulator(acc[r][c], C, ldc, m0 + 16 * r, n0 + 8 * c, lane);
 #pragma unroll
-            for (int i = 0; i < acc[r][s].num_elements; ++i) acc[r][s].x[i] *= beta;
+            for (int i = 0; i < 4; ++i) acc[r][c].x[i] *= beta;
           } else {
-            nvcuda::wmma::fill_fragment(acc[r][s], 0.0f);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][c].x[i] = 0.0f;
           }
         }
       // Unrolled over the terms (count is a constant once the product is inlined into its program): each term's
@@ -233,32 +218,32 @@ class CudaBlock {
       // branch over all four layouts (ptxas: 80-160 bytes of stack in the three programs with two-term products).
 #pragma unroll
       for (int t = 0; t < count; ++t) {
-        Accumulator part[kSplit][kRows][kWidth];
+        Accumulator part[kSplit][kRows][kCols];
 #pragma unroll
         for (int h = 0; h < kSplit; ++h)
 #pragma unroll
           for (int r = 0; r < kRows; ++r)
 #pragma unroll
-            for (int s = 0; s < kWidth; ++s) nvcuda::wmma::fill_fragment(part[h][r][s], 0.0f);
-        term_product<kSplit, kRows, kWidth>(part, terms[t], m0, n0);
+            for (int c = 0; c < kCols; ++c)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) part[h][r][c].x[i] = 0.0f;
+        term_product<kSplit, kRows, kWidth>(part, terms[t], m0, n0, lane);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
-          for (int s = 0; s < kWidth; ++s)
+          for (int c = 0; c < kCols; ++c)
 #pragma unroll
-            for (int i = 0; i < acc[r][s].num_elements; ++i) {
-              float p = part[0][r][s].x[i];
+            for (int i = 0; i < 4; ++i) {
+              float p = part[0][r][c].x[i];
 #pragma unroll
-              for (int h = 1; h < kSplit; ++h) p += part[h][r][s].x[i];
-              acc[r][s].x[i] += terms[t].alpha * p;
+              for (int h = 1; h < kSplit; ++h) p += part[h][r][c].x[i];
+              acc[r][c].x[i] += terms[t].alpha * p;
             }
       }
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int s = 0; s < kWidth; ++s)
-          nvcuda::wmma::store_matrix_sync(C + (m0 + 16 * r) * ldc + n0 + 16 * s, acc[r][s], ldc,
-                                          nvcuda::wmma::mem_row_major);
+        for (int c = 0; c < kCols; ++c) tf32::store_accumulator(acc[r][c], C, ldc, m0 + 16 * r, n0 + 8 * c, lane);
     }
   }
 
