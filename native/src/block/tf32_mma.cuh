@@ -6,8 +6,8 @@
 // with its own 64-bit address computation, and its TF32 conversion adds a compare per element to keep infinities.
 // Here a fragment whose k is contiguous in memory (a row-major A, a transposed B) comes in one ldmatrix, the
 // others in 32-bit shared loads whose offsets fold into the instruction, and the rounding is one integer add.
-// The products are WMMA's, TF32 operands rounded the same way; on sm_90 an m16n8k8 is one tensor-core instruction
-// where WMMA issued two of k = 4, so the sum inside a k-step of 8 may round differently in the last bits.
+// The products are WMMA's: TF32 operands rounded the same way, and each k-step of 8 as the two k = 4 instructions
+// WMMA issues on sm_90 (mma() below), so the results are the WMMA code's bit for bit.
 #pragma once
 #include <cstdint>
 
@@ -31,10 +31,11 @@ __device__ __forceinline__ uint32_t shared_address(const float* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Round to nearest, ties away from zero, at the 19 bits the tensor cores read (they ignore the low 13): for finite
-// values what cvt.rna.tf32.f32 gives, in one integer add. The largest finite values and infinities become NaN
-// patterns instead of infinities; a product with them is not finite either way.
-__device__ __forceinline__ uint32_t round_tf32(uint32_t bits) { return bits + 0x1000u; }
+// Round to nearest, ties away from zero, to the 19 bits of TF32: for finite values what cvt.rna.tf32.f32 (and
+// WMMA's conversion) gives, in an integer add and a mask (the low 13 bits cleared rather than left to the tensor
+// core to ignore). The largest finite values and infinities become NaN patterns instead of infinities; a product
+// with them is not finite either way.
+__device__ __forceinline__ uint32_t round_tf32(uint32_t bits) { return (bits + 0x1000u) & 0xffffe000u; }
 
 __device__ __forceinline__ uint32_t load_shared(uint32_t address) {
   uint32_t v;
@@ -53,11 +54,16 @@ __device__ __forceinline__ void load_matrices(uint32_t (&x)[4], uint32_t address
   for (int i = 0; i < 4; ++i) x[i] = round_tf32(x[i]);
 }
 
+// C += A B over k = 8 as two m16n8k4 products, k = 0-3 then 4-7: what WMMA's 16 x 16 x 8 TF32 product issues on
+// sm_90 for each 8-column half. One m16n8k8 instruction sums the eight products inside the tensor core and rounds
+// differently (measured: the bf16 round's update a little further from a float32 round's); with two k = 4 products
+// the kernels compute exactly what the WMMA code did, bit for bit.
 __device__ __forceinline__ void mma(Accumulator& c, const FragmentA& a, const FragmentB& b) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3])
-      : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    asm("mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+        : "+f"(c.x[0]), "+f"(c.x[1]), "+f"(c.x[2]), "+f"(c.x[3])
+        : "r"(a.x[2 * h]), "r"(a.x[2 * h + 1]), "r"(b.x[h]));
 }
 
 // The A operand of a warp's products: 16-row tiles of op(A) from shared memory, A row-major with leading dimension
