@@ -1,7 +1,7 @@
 // The block programs' CUDA executor (block/program.h): the program's thread count a block; matrix products on the
-// tensor cores in TF32 (mma.sync m16n8k8 from shared memory, block/tf32_mma.cuh; a warp taking a unit of up to
-// 2 x 2 tiles of 16 x 16 that share their fragments, float32 accumulators) or, for float32 models, exact float32 on the SIMT cores; the 16-row solves one
-// column a thread in registers; reductions over warps. Everything is inlined into the program, so its
+// tensor cores in TF32 (PTX mma.sync from shared memory, block/tf32_mma.cuh; a warp taking a unit of up to 2 x 2
+// tiles of 16 x 16 that share their fragments, float32 accumulators) or, for float32 models, exact float32 on the
+// SIMT cores; the 16-row solves one column a thread in registers; reductions over warps. Everything is inlined into the program, so its
 // compile-time shapes fold into the index arithmetic.
 #pragma once
 #include <ATen/cuda/CUDAContext.h>

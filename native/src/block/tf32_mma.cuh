@@ -1,4 +1,4 @@
-// One warp's TF32 tensor-core products from shared memory through PTX's mma.sync m16n8k8 (sm_80 and later): the
+// One warp's TF32 tensor-core products from shared memory through PTX's mma.sync (sm_80 and later): the
 // operand fragments' loads, their rounding to TF32, the product, and the accumulators' loads and stores.
 //
 // Written against PTX rather than nvcuda::wmma because of what WMMA compiles to here (SASS of the delta-rule
@@ -13,7 +13,8 @@
 
 namespace rlloop::block::tf32 {
 
-// Lane l of a warp, g = l / 4 and t = l % 4, holds (PTX ISA, "Matrix fragments for mma.m16n8k8", .tf32):
+// Lane l of a warp, g = l / 4 and t = l % 4, holds (PTX ISA, "Matrix fragments for mma.m16n8k8", .tf32; the
+// m16n8k4 product takes x[0..1] of A with x[0] of B for k = 0-3, x[2..3] with x[1] for k = 4-7):
 //   of a 16 x 8 A tile      x[0] = (g, t), x[1] = (g + 8, t), x[2] = (g, t + 4), x[3] = (g + 8, t + 4)
 //   of an 8 x 8 B tile      x[0] = (t, g), x[1] = (t + 4, g)
 //   of a 16 x 8 accumulator x[0] = (g, 2t), x[1] = (g, 2t + 1), x[2] = (g + 8, 2t), x[3] = (g + 8, 2t + 1)
