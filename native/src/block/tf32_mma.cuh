@@ -5,7 +5,7 @@
 // kernels, `scripts/cuda-sass-stats.sh`): its fragment loads take generic addresses, one element at a time, each
 // with its own 64-bit address computation, and its TF32 conversion adds a compare per element to keep infinities.
 // Here a fragment whose k is contiguous in memory (a row-major A, a transposed B) comes in one ldmatrix, the
-// others in 32-bit shared loads whose offsets fold into the instruction, and the rounding is one integer add.
+// others in 32-bit shared loads whose offsets fold into the instruction, and the rounding is an add and a mask.
 // The products are WMMA's: TF32 operands rounded the same way, and each k-step of 8 as the two k = 4 instructions
 // WMMA issues on sm_90 (mma() below), so the results are the WMMA code's bit for bit.
 #pragma once
