@@ -7,7 +7,8 @@
 // Here a fragment whose k is contiguous in memory (a row-major A, a transposed B) comes in one ldmatrix, the
 // others in 32-bit shared loads whose offsets fold into the instruction, and the rounding is an add and a mask.
 // The products are WMMA's: TF32 operands rounded the same way, and each k-step of 8 as the two k = 4 instructions
-// WMMA issues on sm_90 (mma() below), so the results are the WMMA code's bit for bit.
+// WMMA issues on sm_90 (mma() below), so the results are the WMMA code's (bench/RESULTS.md: the frozen log-probs
+// of a round match it; one k = 8 instruction did not).
 #pragma once
 #include <cstdint>
 
@@ -58,7 +59,7 @@ __device__ __forceinline__ void load_matrices(uint32_t (&x)[4], uint32_t address
 // C += A B over k = 8 as two m16n8k4 products, k = 0-3 then 4-7: what WMMA's 16 x 16 x 8 TF32 product issues on
 // sm_90 for each 8-column half. One m16n8k8 instruction sums the eight products inside the tensor core and rounds
 // differently (measured: the bf16 round's update a little further from a float32 round's); with two k = 4 products
-// the kernels compute exactly what the WMMA code did, bit for bit.
+// the kernels compute what the WMMA code did.
 __device__ __forceinline__ void mma(Accumulator& c, const FragmentA& a, const FragmentB& b) {
 #pragma unroll
   for (int h = 0; h < 2; ++h)
