@@ -7,8 +7,6 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include <type_traits>
-
 #include "block/program.h"
 #include "block/tf32_mma.cuh"
 #include "kernels/device_helpers.cuh"

@@ -24,7 +24,9 @@
 //                              into a region whose old content the phase still reads is a race.
 //   ex.mm(M, N, terms, count, C, ldc, beta)   C = beta·C + Σ alpha·op(A)·op(B) (M, N multiples of 16, K of 8;
 //                              every matrix 32-byte aligned with a leading dimension in whole float4s, as the
-//                              tensor cores' tile loads need; beta = 0 does not read C; C must not overlap an operand)
+//                              tensor cores' tile loads need; A and B in shared memory: the CUDA executor reads them
+//                              with shared-memory instructions, and a global address there reads garbage; beta = 0
+//                              does not read C; C must not overlap an operand)
 //   ex.solve16(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 16 rows (SL: the
 //                              strictly lower part of A's 16 x 16 block)
 // Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote. Only ex.sync

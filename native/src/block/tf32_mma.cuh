@@ -3,12 +3,10 @@
 //
 // Written against PTX rather than nvcuda::wmma because of what WMMA compiles to here (SASS of the delta-rule
 // kernels, `scripts/cuda-sass-stats.sh`): its fragment loads take generic addresses, one element at a time, each
-// with its own 64-bit address computation, and its TF32 conversion adds a compare per element to keep infinities.
-// Here a fragment whose k is contiguous in memory (a row-major A, a transposed B) comes in one ldmatrix, the
-// others in 32-bit shared loads whose offsets fold into the instruction, and the rounding is an add and a mask.
-// The products are WMMA's: TF32 operands rounded the same way, and each k-step of 8 as the two k = 4 instructions
-// WMMA issues on sm_90 (mma() below), so the results are the WMMA code's (bench/RESULTS.md: the frozen log-probs
-// of a round match it; one k = 8 instruction did not).
+// with its own 64-bit address computation. Here a fragment whose k is contiguous in memory (a row-major A, a
+// transposed B) comes in one ldmatrix, the others in 32-bit shared loads whose offsets fold into the instruction.
+// The arithmetic is nvcuda::wmma's 16 x 16 x 8 TF32 mma_sync's: operands rounded by cvt.rna.tf32.f32 (NaN and
+// infinity kept), and each k-step of 8 as the two k = 4 instructions it issues on sm_90 (mma() below).
 #pragma once
 #include <cstdint>
 
@@ -33,11 +31,14 @@ __device__ __forceinline__ uint32_t shared_address(const float* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Round to nearest, ties away from zero, to the 19 bits of TF32: for finite values what cvt.rna.tf32.f32 (and
-// WMMA's conversion) gives, in an integer add and a mask (the low 13 bits cleared rather than left to the tensor
-// core to ignore). The largest finite values and infinities become NaN patterns instead of infinities; a product
-// with them is not finite either way.
-__device__ __forceinline__ uint32_t round_tf32(uint32_t bits) { return (bits + 0x1000u) & 0xffffe000u; }
+// Round to nearest, ties away from zero, to TF32 (the low 13 bits cleared), as WMMA's conversion: NaN and infinity
+// pass unchanged. A bare integer add of half a TF32 ulp would be one instruction fewer, but it turns NaNs into
+// zeros or infinities, and a kernel's NaN must reach the round's statistics (the gate rejects non-finite ones).
+__device__ __forceinline__ uint32_t round_tf32(uint32_t bits) {
+  uint32_t out;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(bits)));
+  return out;
+}
 
 __device__ __forceinline__ uint32_t load_shared(uint32_t address) {
   uint32_t v;
@@ -58,8 +59,8 @@ __device__ __forceinline__ void load_matrices(uint32_t (&x)[4], uint32_t address
 
 // C += A B over k = 8 as two m16n8k4 products, k = 0-3 then 4-7: what WMMA's 16 x 16 x 8 TF32 product issues on
 // sm_90 for each 8-column half. One m16n8k8 instruction sums the eight products inside the tensor core and rounds
-// differently (measured: the bf16 round's update a little further from a float32 round's); with two k = 4 products
-// the kernels compute what the WMMA code did.
+// differently: it changed the frozen log-probs in the second decimal of their mean gap, and a bf16 round's update
+// measured no closer to a float32 round's (bench/RESULTS.md, "TF32 products through mma.sync").
 __device__ __forceinline__ void mma(Accumulator& c, const FragmentA& a, const FragmentB& b) {
 #pragma unroll
   for (int h = 0; h < 2; ++h)
