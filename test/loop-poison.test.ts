@@ -353,7 +353,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const events = await eventsOn<{ seq: number; message: string }>(e.jsm, subjects(POLICY).rejected);
     expect(events.find((r) => r.seq === seq)?.message).toContain("within intake.duplicateWindowS");
   });
-  it("committed rollouts redelivered from long ago (a consumer re-created from an old floor) are acked, not trained again", async () => {
+  it("committed rollouts redelivered from long ago (a consumer re-created from an old floor) are acked, not trained again nor judged by today's config", async () => {
     const cfg: ConfigInput = { intake: { dedupRounds: 1 }, round: { rows: 2, maxWaitS: null, minRows: 1 }, offPolicy: { maxStaleness: 100 } };
     const e = await start(cfg);
     const rollouts = await Promise.all([1, 2, 3, 4].map((r) => makeRollout(`old${r}`, 0, { steps: 2 })));
@@ -363,7 +363,9 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     // the consumer gone and re-created from the stream's start: every committed message is delivered again, and the
     // daemon's memory of committed sequences holds the last round only (dedupRounds 1)
     await e.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY));
-    const config = parseConfig(e.config({ ...quiet, ...cfg }));
+    // and the configuration is tighter now: by it each of these trained rollouts is stale (maxStaleness 1 by default,
+    // their adapter up to 4 behind) and has too many steps (2)
+    const config = parseConfig(e.config({ ...quiet, ...cfg, offPolicy: {}, policy: { maxSteps: 1 } }));
     await new Intake(e.js, e.jsm, { policy: POLICY, consumer: config.consumer, round: config.round, startSeq: () => 1 }, pino({ level: "silent" })).ensureConsumer();
     daemon = new Daemon({ config });
     await daemon.start();

@@ -130,17 +130,19 @@ export class Admission {
 
   async #judge(msg: JsMsg): Promise<void> {
     const { ctx } = this;
+    if (await this.#committedAlready(msg)) {
+      // a committed round's message redelivered after its ack was lost, older than intake.dedupRounds rounds
+      // (a consumer re-created from an old ack floor): applied already, acked, never counted again. Before any
+      // judgement: a rollout trained long ago is stale now, and a configuration tightened since may refuse it.
+      ctx.log.info({ seq: msg.seq }, "redelivered rollout of a committed round acked");
+      await ctx.held.ack([msg.seq]);
+      return;
+    }
     const rollout = parseRollout(msg.data, this.#validate);
     checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
     this.#claimId(rollout.id, msg.seq);
     try {
-      if (await this.#consumedAlready(rollout.id, msg.seq)) {
-        // a committed round's message redelivered after its ack was lost, older than intake.dedupRounds rounds
-        // (a consumer re-created from an old ack floor): applied already, acked, never counted again
-        ctx.log.info({ seq: msg.seq, id: rollout.id }, "redelivered rollout of a committed round acked");
-        await ctx.held.ack([msg.seq]);
-        return;
-      }
+      await this.#checkNotConsumed(rollout.id, msg.seq);
       await this.#materialise(rollout, msg.seq);
       if (ctx.stopping) return ctx.held.nak([msg.seq]);
       const now = Date.now();
@@ -166,13 +168,21 @@ export class Admission {
     this.#inflightIds.set(id, seq);
   }
 
-  /** Nor consumed within intake.duplicateWindowS (the KV memory, across restarts). */
-  async #consumedAlready(id: string, seq: number): Promise<boolean> {
+  /** Nor consumed under another sequence within intake.duplicateWindowS (the KV memory, across restarts). */
+  async #checkNotConsumed(id: string, seq: number): Promise<void> {
     const consumed = await this.ctx.consumedIds.seqOf(id);
     if (consumed !== null && consumed !== seq) throw duplicateId(id, seq, `consumed under stream sequence ${consumed} (within intake.duplicateWindowS)`);
-    // recorded under this sequence and at or below the committed record's last sequence: its round committed (a round
-    // whose ids were recorded but whose commit did not happen is pending, and its messages are reserved, not judged)
-    return consumed === seq && seq <= this.ctx.state.record.last_seq;
+  }
+
+  /**
+   * Whether this message's round committed: its id recorded under this very sequence, at or below the committed
+   * record's last sequence (a round whose ids were recorded but whose commit did not happen is pending, and its
+   * messages are reserved, not judged). The id is read from the payload without validating it.
+   */
+  async #committedAlready(msg: JsMsg): Promise<boolean> {
+    if (msg.seq > this.ctx.state.record.last_seq) return false;
+    const id = idOf(msg.data, this.ctx.config.limits.maxDepth);
+    return id !== null && (await this.ctx.consumedIds.seqOf(id)) === msg.seq;
   }
 
   /** All steps at once (decoding runs on libuv's pool, a rollout's frames overlap); the reported failure is the
