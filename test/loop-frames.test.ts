@@ -11,7 +11,7 @@ import sharp from "sharp";
 import { beforeAll, describe, expect, it } from "vitest";
 import { isRolloutRejected, isTransient, RolloutRejectedError } from "../src/loop/errors.js";
 import { FrameRoots, frameFileFailure } from "../src/loop/frame-roots.js";
-import { framePng, reencode, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
+import { framePng, reencode, withoutInlineFrames, writeFramePng, type FrameLimits } from "../src/loop/frames.js";
 import { renderFrame } from "../src/tools/sim/frame.js";
 import { sceneAt, scenario } from "../src/tools/sim/scenario.js";
 import type { ImageProcessorOptions } from "../src/native.js";
@@ -317,5 +317,21 @@ describe("frames - a frame file that cannot be looked at", () => {
       expect(frameFileFailure(err, "/frames/x.png")).toBe(err);
       expect(isTransient(err), code).toBe(true);
     }
+  });
+});
+
+describe("a buffered rollout's frames", () => {
+  it("inline frames' bytes are dropped once written (a round of 8 MiB frames must not stay in the heap); the rest is kept", () => {
+    const step = (image: { png_base64: string } | { path: string }, i: number) => ({ name: `n${i}`, code: "1234", vllm_logp: -1, image });
+    const rollout = {
+      id: "r", policy: "bt", group: "g", reward: 1, adapter: { round: 0, sha256: "a".repeat(64) }, meta: {},
+      steps: [step({ png_base64: "A".repeat(1 << 20) }, 0), step({ path: "cam/1.png" }, 1)],
+    } as unknown as Parameters<typeof withoutInlineFrames>[0];
+    const kept = withoutInlineFrames(rollout);
+    expect(kept.steps.map((s) => s.image)).toEqual([{ png_base64: "" }, { path: "cam/1.png" }]);
+    expect({ ...kept, steps: kept.steps.map(({ image: _, ...s }) => s) }).toEqual({ ...rollout, steps: rollout.steps.map(({ image: _, ...s }) => s) });
+    expect((rollout.steps[0]!.image as { png_base64: string }).png_base64.length).toBe(1 << 20); // the event itself untouched
+    const byPath = { ...rollout, steps: [rollout.steps[1]!] };
+    expect(withoutInlineFrames(byPath)).toBe(byPath);
   });
 });

@@ -24,7 +24,7 @@ import { setDegraded, setHealthy, type LoopContext } from "./context.js";
 import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
 import type { FrameObjects } from "./frame-objects.js";
 import type { FrameRoots } from "./frame-roots.js";
-import { frameBytes, writeFramePng, type FrameLimits } from "./frames.js";
+import { frameBytes, withoutInlineFrames, writeFramePng, type FrameLimits } from "./frames.js";
 import { maxAckPending, type ConsumerState } from "./intake.js";
 import { frameFileName, incomingDir } from "./paths.js";
 import { checkAdapter } from "./staleness.js";
@@ -146,7 +146,7 @@ export class Admission {
       await this.#materialise(rollout, msg.seq);
       if (ctx.stopping) return ctx.held.nak([msg.seq]);
       const now = Date.now();
-      ctx.buffer.add({ seq: msg.seq, id: rollout.id, group: rollout.group, rows: rollout.steps.length, rollout, arrivedAt: now }, now);
+      ctx.buffer.add({ seq: msg.seq, id: rollout.id, group: rollout.group, rows: rollout.steps.length, rollout: withoutInlineFrames(rollout), arrivedAt: now }, now);
       ctx.metrics.accepted.inc();
       ctx.metrics.acceptedRows.inc(rollout.steps.length);
       ctx.tally.acceptedRows += rollout.steps.length;

@@ -9,7 +9,7 @@ import sharp from "sharp";
 import { RolloutRejectedError } from "./errors.js";
 import type { FrameRoots } from "./frame-roots.js";
 import { readFrameObject, type FrameObjects } from "./frame-objects.js";
-import type { ImageRef } from "../contract/index.js";
+import type { ImageRef, RolloutCompleted } from "../contract/index.js";
 
 export interface FrameLimits {
   /** the frame roots; a {path} frame must resolve inside one of them (symlinks followed) */
@@ -52,6 +52,17 @@ export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<
     throw new RolloutRejectedError("image_too_large", `inline frame of ~${Math.floor((image.png_base64.length * 3) / 4)} bytes exceeds frames.maxBytes ${limits.maxBytes}`);
   }
   return Buffer.from(image.png_base64, "base64");
+}
+
+/**
+ * The rollout as a round keeps it once its frames are written to incoming/: inline frames' bytes dropped (an empty
+ * png_base64 stands for them). Nothing after admission reads a frame from the event (a round's rows name the
+ * incoming files, replay reads the stream), and an open round and a training round of inline frames at
+ * limits.maxPayloadBytes would otherwise hold gigabytes, a heap that a restart would fill again.
+ */
+export function withoutInlineFrames(rollout: RolloutCompleted): RolloutCompleted {
+  if (!rollout.steps.some((step) => "png_base64" in step.image)) return rollout;
+  return { ...rollout, steps: rollout.steps.map((step) => ("png_base64" in step.image ? { ...step, image: { png_base64: "" } } : step)) };
 }
 
 /** Decode, check and write the frame's PNG (framePng) to `dest` (tmp + rename). */

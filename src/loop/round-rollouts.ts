@@ -5,6 +5,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import { ROLLOUT_STREAM } from "../contract/index.js";
 import type { RoundRollout } from "./assemble.js";
 import { ReplayMismatchError } from "./errors.js";
+import { withoutInlineFrames } from "./frames.js";
 import { parseAdmittedRollout, parseRollout, type ValidateContext } from "./validate.js";
 
 export async function readRoundRollouts(jsm: JetStreamManager, round: number, events: ReadonlyArray<{ seq: number; id: string }>, vctx: ValidateContext | "admitted"): Promise<RoundRollout[]> {
@@ -14,7 +15,8 @@ export async function readRoundRollouts(jsm: JetStreamManager, round: number, ev
     if (!msg) throw new ReplayMismatchError(`round ${round}: stream sequence ${e.seq} (rollout ${e.id}) is no longer in ${ROLLOUT_STREAM} (stream.maxAgeS?)`);
     const rollout = vctx === "admitted" ? parseAdmittedRollout(msg.data) : parseRollout(msg.data, vctx);
     if (rollout.id !== e.id) throw new ReplayMismatchError(`round ${round}: sequence ${e.seq} holds rollout ${rollout.id}, the manifest records ${e.id}`);
-    items.push({ seq: e.seq, rollout });
+    // the daemon's own rounds hold no frame bytes (their frames are on disk), as when it admitted them
+    items.push({ seq: e.seq, rollout: vctx === "admitted" ? withoutInlineFrames(rollout) : rollout });
   }
   return items;
 }
