@@ -59,8 +59,12 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     raw.push(["tiny-logp", JSON.stringify({ ...good, id: "tiny-logp", steps: [{ ...good.steps[0]!, vllm_logp: -1e308 }] }), "logp_out_of_range"]);
     raw.push(["huge-step-reward", JSON.stringify({ ...good, id: "huge-step-reward", steps: [{ ...good.steps[0]!, reward: -1e300 }] }), "reward_out_of_range"]);
     raw.push(["big-meta", JSON.stringify({ ...good, id: "big-meta", notes: "m".repeat(70_000) }), "meta_too_large"]);
+    // unpaired surrogates (valid JSON escapes): as UTF-8 both ids would be "lone-\ufffd", one the other's duplicate
+    for (const id of ["lone-\udc80", "lone-\udcff"]) raw.push([id, JSON.stringify({ ...good, id }), "invalid_schema"]);
+    raw.push(["lone-name", JSON.stringify({ ...good, id: "lone-name", steps: [{ ...good.steps[0]!, name: "cup\ud800" }] }), "invalid_schema"]);
     const seqs = new Map<string, number>();
-    for (const [id, payload] of raw) seqs.set(id, (await e.js.publish(subjects(POLICY).rollouts, payload, { msgID: id })).seq);
+    // message ids of ASCII: a header carries UTF-8, where the two unpaired-surrogate ids are one (a duplicate publish)
+    for (const [id, payload] of raw) seqs.set(id, (await e.js.publish(subjects(POLICY).rollouts, payload, { msgID: `judge-${seqs.size}` })).seq);
     // good rollouts behind them still flow into rounds
     const goods = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("behind", i, { steps: 1 })));
     await publishRollouts(e.js, goods);

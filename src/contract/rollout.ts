@@ -25,11 +25,16 @@ export const ImageRef = z.union([
 ], { error: "must be exactly one of {path}, {object}, {png_base64}" }).meta({ description: "the camera frame of the step" });
 export type ImageRef = z.infer<typeof ImageRef>;
 
+/** No unpaired UTF-16 surrogate (JSON can carry one as an escape): ids are hashed and names tokenized as UTF-8, where
+ *  every unpaired surrogate becomes U+FFFD, so two different ids would be one. */
+const WELL_FORMED = { error: "must be well-formed Unicode (it has an unpaired surrogate)" } as const;
+const wellFormed = (s: string) => !/\p{Cs}/u.test(s);
+
 function stepSchema(limits: StringLimits) {
   const bits = z.string().max(limits.maxMemoryChars).regex(/^[01]*$/, { error: "must be a string of 0/1" });
   return z.strictObject({
     image: ImageRef,
-    name: z.string().min(1).max(limits.maxNameChars).meta({ description: "target name the prompt names" }),
+    name: z.string().min(1).max(limits.maxNameChars).refine(wellFormed, WELL_FORMED).meta({ description: "target name the prompt names" }),
     code: z.string().regex(/^[0-9]+$/, { error: "must be a string of digits" }).max(64)
       .meta({ description: "the sampled behaviour code, one digit per FSQ dimension (policy.codeLength digits)" }),
     vllm_logp: finite().max(0, { error: "must be <= 0 (a log-probability)" })
@@ -40,7 +45,7 @@ function stepSchema(limits: StringLimits) {
 }
 
 function shapeOf(limits: StringLimits) {
-  const token = (what: string) => z.string().min(1).max(limits.maxIdChars).meta({ description: what });
+  const token = (what: string) => z.string().min(1).max(limits.maxIdChars).refine(wellFormed, WELL_FORMED).meta({ description: what });
   return {
     id: token("unique id, also the Nats-Msg-Id of the publish"),
     policy: z.string().regex(POLICY_NAME, { error: `must match ${POLICY_NAME}` }).meta({ description: "the policy; must match the subject's" }),
