@@ -72,4 +72,35 @@ describe("loop - crash safety", () => {
       expect(await second.exited).toBe(0);
     });
   }
+
+  it("SIGKILL between a round's commit and its poison rollout's termination: the restarted daemon terminates it, it is not trained again", async () => {
+    env = await startLoopEnv();
+    const config = env.writeConfig({
+      round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
+      trainer: { env: { FAKE_TRAINER_POISON: "target-poison" } },
+    });
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("killed-poison", i, { steps: 2 })));
+    rollouts[2]!.steps[0]!.name = "target-poison";
+    await publishRollouts(env.js, rollouts);
+    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "committed:1" });
+    await first.waitForLog("pause at committed", (l) => l.testPause === "committed");
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const second = spawnDaemon(config);
+    await waitFor("every message acked or terminated", async () => {
+      const info = await env!.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+      return info.num_ack_pending === 0 && info.num_pending === 0 && info.delivered.stream_seq >= 4 ? true : null;
+    }, 60_000);
+    const acc = await accounting(env);
+    expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);
+    expect(acc.rejections.get("killed-poison-2")).toEqual(["poison"]);
+    // judged again, the poison rollout would have made a round 2 of its own and been isolated there once more
+    const isolated = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.isolated");
+    expect(isolated.map((e) => e.round)).toEqual([1]);
+    expect((await (await StateStore.open(env.nc, POLICY, 1)).read())?.record.round).toBe(1);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  });
 });
+

@@ -62,4 +62,17 @@ describe("loop - recovery of round folders", () => {
     );
     expect([2, 3].map((round) => existsSync(roundDir(workDir, POLICY, round)))).toEqual([true, true]);
   });
+
+  it("gives the poison rollouts of the committed rounds, so that a daemon killed before terminating them does not train them again", async () => {
+    const workDir = await workDirWith([[1, "committed"], [3, null]]);
+    // round 2: committed in the state record, its manifest not yet marked (killed between the commit and the manifest)
+    const dir = roundDir(workDir, POLICY, 2);
+    await mkdir(dir, { recursive: true });
+    await writeManifest(dir, { ...manifest(2, "assembled"), poisoned: [{ seq: 10, id: "bad", rows: 1, error: "trainer exited 1" }, { seq: 11, id: "worse", rows: 1, error: "x" }] });
+    const recovered = await recover(workDir, state(2), 4, log);
+    expect(recovered.poisoned).toEqual([10, 11]);
+    expect(recovered.applied.hasSeq(9)).toBe(true);
+    expect(recovered.applied.hasSeq(10)).toBe(false);
+    expect((await recover(workDir, state(2), 0, log)).poisoned).toEqual([]); // outside intake.dedupRounds: not kept
+  });
 });

@@ -176,6 +176,7 @@ export class Daemon {
     const consumedIds = ConsumedIds.of(await openIdsBucket(nats.nc, config.intake.duplicateWindowS, buckets), config.policy.name);
     const recovered = await recover(config.workDir, state.record, config.intake.dedupRounds, this.log);
     const ctx = this.#context(nats, state, recovered.applied, consumedIds);
+    for (const seq of recovered.poisoned) ctx.rejectedSeqs.add(seq);
     this.#ctx = ctx;
     this.#frameRootsHealth(); // a root found failing by the start's checks
     const intake = new Intake(nats.js, nats.jsm, {

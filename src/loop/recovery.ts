@@ -6,7 +6,9 @@
 //   - a manifest of round state.round + 1 is the pending round: re-run from its manifest, its events reserved;
 //   - a manifest of round state.round that is not marked committed (killed between commit and manifest update)
 //     is marked committed with the state's outcome;
-//   - the last intake.dedupRounds committed manifests give the applied sequences and ids;
+//   - the last intake.dedupRounds committed manifests give the applied sequences and ids, and the sequences their
+//     poison isolation rejected (a daemon killed between the commit and their termination finds them
+//     redelivered: rejected already, not judged and trained again);
 //   - incoming/ (frames of rollouts not yet in a round) is emptied.
 import { readdir, rm } from "node:fs/promises";
 import type { Logger } from "pino";
@@ -19,6 +21,8 @@ import type { StateRecord } from "./state.js";
 export interface Recovered {
   pending: Manifest | null;
   applied: AppliedRounds;
+  /** stream sequences of those rounds' poison rollouts: terminated when redelivered */
+  poisoned: number[];
 }
 
 export async function recover(workDir: string, state: StateRecord, dedupRounds: number, log: Logger): Promise<Recovered> {
@@ -27,11 +31,14 @@ export async function recover(workDir: string, state: StateRecord, dedupRounds: 
   const pending = await recoverPending(workDir, state, log);
   await markCommitted(workDir, state, log);
   const applied = new AppliedRounds(dedupRounds);
+  const poisoned: number[] = [];
   for (let round = Math.max(1, state.round - dedupRounds + 1); round <= state.round; round++) {
     const manifest = await readManifest(roundDir(workDir, policy, round)).catch(() => null);
-    if (manifest) applied.add(round, manifest.events);
+    if (!manifest) continue;
+    applied.add(round, manifest.events);
+    poisoned.push(...manifest.poisoned.map((p) => p.seq));
   }
-  return { pending, applied };
+  return { pending, applied, poisoned };
 }
 
 async function recoverPending(workDir: string, state: StateRecord, log: Logger): Promise<Manifest | null> {
