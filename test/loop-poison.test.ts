@@ -248,6 +248,31 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(failures[0]?.fault).toBe("trainer");
   });
 
+  it("a round resumed after its rollouts left the stream (stream.maxAgeS, a trainer fault longer than it) commits from what its folder kept", async () => {
+    const e = (env = await startLoopEnv());
+    const broken = join(e.dir, "trainer-broken");
+    const cfg: ConfigInput = { trainer: { env: { FAKE_TRAINER_FAIL_WHILE: broken }, retryMinS: 0.2, retryMaxS: 0.5 } };
+    await start(cfg);
+    writeFileSync(broken, "");
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("aged", i, { steps: 1 })));
+    await publishRollouts(e.js, rollouts);
+    await waitFor("degraded", async () => {
+      const stats = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
+      return stats.health.status === "degraded" ? true : null;
+    });
+    await daemon!.stop();
+    await e.jsm.streams.purge(ROLLOUT_STREAM); // what max_age does to messages older than it, acked or not
+    rmSync(broken);
+    daemon = new Daemon({ config: parseConfig(e.config({ ...quiet, ...cfg })) });
+    await daemon.start();
+    const manifest = await waitFor("round 1 committed", async () => {
+      const m = await readManifest(roundDir(e.workDir, POLICY, 1));
+      return m?.status === "committed" ? m : null;
+    });
+    expect([manifest.outcome, manifest.events.map((ev) => ev.id)]).toEqual(["published", rollouts.map((r) => r.id)]);
+    expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
+  });
+
   it("a daemon killed again and again while it trains rejects no rollout; the round trains when it is let finish", async () => {
     const e = (env = await startLoopEnv());
     const file = e.writeConfig({ trainer: { env: { FAKE_TRAINER_SLEEP_MS: "1500" } }, log: { level: "info" } });

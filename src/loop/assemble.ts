@@ -7,10 +7,16 @@ import { advantages, type Episode } from "./advantages.js";
 import type { AdvantageConfig } from "./config/index.js";
 import { sha256, writeFileAtomic } from "../files.js";
 import { writeManifest, type Manifest } from "./manifest.js";
+import { withoutInlineFrames } from "./frames.js";
 import { frameFileName, frameRowPath } from "./paths.js";
 import type { RolloutCompleted, RoundTrigger } from "../contract/index.js";
 
 export const TRAIN_FILE = "train.jsonl";
+/**
+ * The round's rollouts as admitted, frames excepted, a JSON object ({seq, rollout}) a line: what a resumed round
+ * reads for its outcomes and its poison isolation, whatever has left the stream since (stream.maxAgeS).
+ */
+export const ROLLOUTS_FILE = "rollouts.jsonl";
 
 export interface RoundRollout {
   seq: number;
@@ -77,6 +83,7 @@ export async function assembleRound(input: AssembleInput): Promise<Manifest> {
   }
   const text = trainJsonl(input.items, input.advantage);
   await writeFileAtomic(join(input.dir, TRAIN_FILE), text);
+  await writeFileAtomic(join(input.dir, ROLLOUTS_FILE), input.items.map(({ seq, rollout }) => `${JSON.stringify({ seq, rollout: withoutInlineFrames(rollout) })}\n`).join(""));
   await input.beforeManifest?.();
   const now = new Date().toISOString();
   const manifest: Manifest = {

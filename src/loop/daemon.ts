@@ -35,7 +35,7 @@ import { roundDir } from "./paths.js";
 import { Probe } from "./probe.js";
 import { recover } from "./recovery.js";
 import { ResidentRoundTrainer } from "./resident-trainer.js";
-import { readRoundRollouts } from "./round-rollouts.js";
+import { admittedRoundRollouts } from "./round-rollouts.js";
 import { RoundBuffer } from "./rounds.js";
 import { RoundRunner } from "./round-runner.js";
 import { RoundScheduler } from "./round-scheduler.js";
@@ -185,7 +185,7 @@ export class Daemon {
     const runner = new RoundRunner({
       ctx, trainer: this.#trainer, probe, states, adapters, lease,
       ackFloor: () => intake.ackFloor(),
-      rollouts: (round, events) => readRoundRollouts(nats.jsm, round, events, "admitted"),
+      rollouts: (round, events) => admittedRoundRollouts(nats.jsm, roundDir(config.workDir, ctx.policy, round), round, events),
     });
     const scheduler = new RoundScheduler({
       ctx, runner, nextRound: state.record.round + 1 + (recovered.pending ? 1 : 0), log: this.log,
