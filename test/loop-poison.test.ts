@@ -248,6 +248,25 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(failures[0]?.fault).toBe("trainer");
   });
 
+  it("a host that computes garbage (NaN statistics, the probe's too) consumes nothing: degraded, the round trains once it is fixed", async () => {
+    const e = (env = await startLoopEnv());
+    const garbage = join(e.dir, "host-garbage");
+    await start({ trainer: { env: { FAKE_TRAINER_NAN_WHILE: garbage }, retryMinS: 0.2, retryMaxS: 0.5 } });
+    writeFileSync(garbage, "");
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("garbage", i, { steps: 1 })));
+    await publishRollouts(e.js, rollouts);
+    const degraded = await waitFor("degraded", async () => {
+      const stats = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
+      return stats.health.status === "degraded" ? stats : null;
+    });
+    expect(degraded.health.cause).toContain("pg_loss is not finite");
+    rmSync(garbage);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(acc.rejections.size).toBe(0);
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual(rollouts.map(() => [1]));
+    expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome).toBe("published");
+  });
+
   it("a round resumed after its rollouts left the stream (stream.maxAgeS, a trainer fault longer than it) commits from what its folder kept", async () => {
     const e = (env = await startLoopEnv());
     const broken = join(e.dir, "trainer-broken");

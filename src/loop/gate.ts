@@ -6,9 +6,8 @@ import type { Config } from "./config/index.js";
 export type GateResult = { ok: true } | { ok: false; reason: string };
 
 export function checkGate(stats: PpoStats, gate: Config["gate"]): GateResult {
-  for (const key of GATED_STATS) {
-    if (!Number.isFinite(stats[key])) return { ok: false, reason: `${key} is not finite (${stats[key]})` };
-  }
+  const garbage = nonFiniteStat(stats);
+  if (garbage !== null) return { ok: false, reason: garbage };
   const limits: Array<[(typeof GATED_STATS)[number], number | null, string]> = [
     ["logp_gap_abs", gate.maxLogpGapAbs, "gate.maxLogpGapAbs"],
     ["kl", gate.maxKl, "gate.maxKl"],
@@ -28,4 +27,10 @@ function checkMismatch(stats: PpoStats, limit: number | null): GateResult {
   if (k3 === undefined) return { ok: false, reason: "gate.maxMismatchKl is set but stats.json has no mismatch.k3 (set trainer.mismatchStats)" };
   if (!Number.isFinite(k3)) return { ok: false, reason: `mismatch.k3 is not finite (${k3})` };
   return k3 > limit ? { ok: false, reason: `mismatch.k3 ${k3} exceeds gate.maxMismatchKl ${limit}` } : { ok: true };
+}
+
+/** The first gated statistic that is not a finite number, said as the gate says it; null when all are finite. */
+export function nonFiniteStat(stats: PpoStats): string | null {
+  const key = GATED_STATS.find((k) => !Number.isFinite(stats[k]));
+  return key === undefined ? null : `${key} is not finite (${stats[key]})`;
 }

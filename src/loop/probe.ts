@@ -7,6 +7,7 @@ import { join } from "node:path";
 import sharp from "sharp";
 import { writeFileAtomic } from "../files.js";
 import type { Config } from "./config/index.js";
+import { nonFiniteStat } from "./gate.js";
 import { roundJob } from "./round-job.js";
 import type { RoundTrainer } from "./trainer.js";
 
@@ -27,8 +28,10 @@ export class Probe {
     const out = join(this.dir, `out-${process.pid}-${++this.#runs}`);
     const job = roundJob(this.config.trainer, { dir: this.dir, data: join(this.dir, "train.jsonl"), adapter, ref, out, seed: 0 });
     try {
-      await this.trainer.train(job, { label: "probe", logFile: join(this.dir, "trainer.log") });
-      return { ok: true };
+      const stats = await this.trainer.train(job, { label: "probe", logFile: join(this.dir, "trainer.log") });
+      // a trainer or host that computes garbage trains without an error: its statistics tell
+      const garbage = nonFiniteStat(stats);
+      return garbage === null ? { ok: true } : { ok: false, error: `the probe's ${garbage}` };
     } catch (err) {
       return { ok: false, error: (err as Error).message };
     } finally {

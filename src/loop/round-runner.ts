@@ -19,7 +19,7 @@ import { degradedCause, setDegraded, setHealthy, setPhase, type Buffered, type L
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
 import { isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
-import { checkGate } from "./gate.js";
+import { checkGate, nonFiniteStat } from "./gate.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
@@ -256,14 +256,17 @@ export class RoundRunner {
       await ctx.events.round({ type: "round.training", round: manifest.round, attempt });
       const outDir = attemptOutDir(dir, attempt);
       const result = await this.#attempt(manifest, dir, outDir);
-      if ("stats" in result) {
-        setHealthy(ctx);
-        await ctx.events.round({ type: "round.trained", round: manifest.round, stats: result.stats });
-        return { manifest, stats: result.stats, outDir };
-      }
-      const { error } = result;
+      const garbage = "stats" in result ? nonFiniteStat(result.stats) : null;
+      if ("stats" in result && garbage === null) return this.#trained(manifest, result.stats, outDir);
       this.#throwIfStopping();
       const fault = await this.#blame(manifest);
+      // non-finite statistics are the round's (the gate rejects it) unless the probe's are too: then the trainer or
+      // its host computes garbage, a fault of theirs that must not consume the round's rollouts
+      if ("stats" in result && fault !== "trainer") {
+        this.#throwIfStopping();
+        return this.#trained(manifest, result.stats, outDir);
+      }
+      const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
       if (fault === "trainer") {
@@ -281,6 +284,12 @@ export class RoundRunner {
       }
       manifest = await this.#withoutPoison(manifest, dir, culprits);
     }
+  }
+
+  async #trained(manifest: Manifest, stats: PpoStats, outDir: string): Promise<Trained> {
+    setHealthy(this.ctx);
+    await this.ctx.events.round({ type: "round.trained", round: manifest.round, stats });
+    return { manifest, stats, outDir };
   }
 
   /** A killed daemon's last attempt that had finished (its stats.json written last) is used, not trained again. */

@@ -9,6 +9,8 @@
 //   FAKE_TRAINER_FAIL_ROUNDS / FAKE_TRAINER_NAN_ROUNDS: comma-separated round folder names ("000002") to fail / to
 //     report NaN statistics for (a failing round whose probe trains: the daemon isolates its rows);
 //   FAKE_TRAINER_FAIL_WHILE: a file; every job (the probe too) fails while it exists (a broken trainer or host);
+//   FAKE_TRAINER_NAN_WHILE: a file; every job (the probe too) reports NaN statistics while it exists (a host that
+//     computes garbage without an error);
 //   FAKE_TRAINER_POISON: a step name; a job whose rows hold it crashes (a rollout that breaks training);
 //   FAKE_TRAINER_SLEEP_MS: every job takes this long (a daemon can be killed while it trains).
 // `fake-trainer.mjs init DIR` writes an initial adapter.
@@ -96,7 +98,7 @@ const next = Object.fromEntries(Object.entries(parent).map(([name, values]) => [
 const tmp = `${a.out}.writing`;
 writeAdapter(tmp, next);
 writeSafetensors(join(tmp, "optimizer.safetensors"), next);
-const nan = listed("FAKE_TRAINER_NAN_ROUNDS");
+const nan = listed("FAKE_TRAINER_NAN_ROUNDS") || (process.env.FAKE_TRAINER_NAN_WHILE && existsSync(process.env.FAKE_TRAINER_NAN_WHILE));
 const stats = {
   pg_loss: nan ? "NaN" : Number((-meanAdv * 0.01).toFixed(4)), kl: 0.001, clip_frac: 0,
   logp_gap: Number((gap.reduce((s, g) => s + g, 0) / rows.length).toFixed(4)),
