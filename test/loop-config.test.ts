@@ -78,6 +78,8 @@ describe("config - errors name the field, the rule and the value", () => {
     ["duplicate window past the age limit", { stream: { maxAgeS: 30 } }, "'stream.duplicateWindowS' (600) must not exceed 'stream.maxAgeS' (30): the server refuses a longer duplicate window"],
     ["events duplicate window past their age limit", { stream: { eventsMaxAgeS: 3600 } }, "'stream.eventsDuplicateWindowS' (86400) must not exceed 'stream.eventsMaxAgeS' (3600)"],
     ["huge reward bound", { limits: { reward: { min: -1e300, max: 1 } } }, "'limits.reward.min'"],
+    // an rloo advantage of 2e38 is Infinity in the trainer's float32: one rollout would make its round non-finite
+    ["reward bound beyond float32's reach", { limits: { reward: { min: -1, max: 1e20 } } }, "'limits.reward.max'"],
     ["seed beyond exact round seeds", { trainer: { seed: 2 ** 53 } }, "'trainer.seed'"],
     // a timer fires at once past 2^31 - 1 ms: "no limit" written as a huge number would end every job at once
     ["timeout beyond a timer's range", { trainer: { timeoutS: 1e9 } }, "'trainer.timeoutS' must be at most 2147483 s (~24.8 days, a timer's range); null for no limit, got 1000000000"],

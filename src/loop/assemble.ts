@@ -43,7 +43,7 @@ export function trainRows(items: readonly RoundRollout[], config: AdvantageConfi
   const adv = advantages(episodes, config);
   return sorted.flatMap(({ seq, rollout }, i) => rollout.steps.map((step, k) => {
     const value = adv[i]?.[k] as number;
-    // limits.reward bounds every reward (|r| <= 1e100), so no estimator can overflow; this guards the invariant
+    // limits.reward bounds every reward (|r| <= 1e15), so no estimator can overflow float32; this guards the invariant
     if (!Number.isFinite(value)) throw new RangeError(`advantage of rollout seq ${seq} step ${k} is ${value}: rewards outside limits.reward reached the round`);
     const row: TrainRow = { image: frameRowPath(seq, k), name: step.name, code: step.code, adv: value, vllm_logp: step.vllm_logp };
     if (step.memory) row.memory = [step.memory[0], step.memory[1]];

@@ -11,8 +11,12 @@ const seconds = () => z.number().positive({ error: "must be a positive number of
 /** A limit a timer waits for: Node's timers fire at once past 2^31 - 1 ms (~24.8 days), which would end every job. */
 const timerSeconds = () => seconds().max(2_147_483, { error: "must be at most 2147483 s (~24.8 days, a timer's range); null for no limit" });
 const threshold = () => z.number().nonnegative().nullable();
-/** Reward bounds are capped so that squares and sums over a round stay far from overflow (advantages.ts). */
-const REWARD_CAP = 1e100;
+/**
+ * Reward bounds are capped so that every advantage stays far inside float32, the trainer's type for it: an rloo
+ * advantage is up to twice a reward, a return a sum of up to maxSteps of them (advantages.ts). At 1e100 one rollout's
+ * rloo advantage became Infinity in the trainer and its whole round a non-finite rejection.
+ */
+const REWARD_CAP = 1e15;
 
 const Policy = z.strictObject({
   name: doc(z.string().regex(POLICY_NAME, { error: `must match ${POLICY_NAME}` }).default("bt"), "policy name: the subject token of `rlloop.<policy>.*`, the KV key, the adapter name prefix (`<policy>-r<round>`); letters, digits, `_`, `-`"),
@@ -76,7 +80,7 @@ const Limits = z.strictObject({
   maxNameChars: doc(positiveInt().default(256), "longest step `name`, which is part of the prompt (`string_too_long`)"),
   maxMemoryChars: doc(positiveInt().default(256), "longest memory string of a step, part of the prompt (`string_too_long`)"),
   maxMetaBytes: doc(positiveInt().default(64 * 1024), "largest JSON of the unknown top-level fields, kept as `meta` (`meta_too_large`)"),
-  reward: doc(Range.default({ min: -1e6, max: 1e6 }), `bounds of the episode reward and of every step reward (\`reward_out_of_range\`); |bounds| ≤ ${REWARD_CAP}, so no advantage can overflow`),
+  reward: doc(Range.default({ min: -1e6, max: 1e6 }), `bounds of the episode reward and of every step reward (\`reward_out_of_range\`); |bounds| ≤ ${REWARD_CAP}, so no advantage can overflow float32, the trainer's type`),
   minLogp: doc(z.number().max(0).min(-1e6).default(-1000), "smallest accepted `vllm_logp` (`logp_out_of_range`)"),
 });
 
