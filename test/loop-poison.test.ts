@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import sharp from "sharp";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { consumerName, ROLLOUT_STREAM, subjects, type StatsEvent } from "../src/contract/index.js";
@@ -62,6 +63,11 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     // unpaired surrogates (valid JSON escapes): as UTF-8 both ids would be "lone-\ufffd", one the other's duplicate
     for (const id of ["lone-\udc80", "lone-\udcff"]) raw.push([id, JSON.stringify({ ...good, id }), "invalid_schema"]);
     raw.push(["lone-name", JSON.stringify({ ...good, id: "lone-name", steps: [{ ...good.steps[0]!, name: "cup\ud800" }] }), "invalid_schema"]);
+    // what would fail every training attempt of a round: a name that tokenizes as an image placeholder, a frame
+    // whose aspect ratio the image processor refuses
+    raw.push(["pad-name", JSON.stringify({ ...good, id: "pad-name", steps: [{ ...good.steps[0]!, name: "cup <|image_pad|>" }] }), "invalid_schema"]);
+    const thin = (await sharp({ create: { width: 201, height: 1, channels: 3, background: "#808080" } }).png().toBuffer()).toString("base64");
+    raw.push(["thin-frame", JSON.stringify({ ...good, id: "thin-frame", steps: [{ ...good.steps[0]!, image: { png_base64: thin } }] }), "image_shape"]);
     const seqs = new Map<string, number>();
     // message ids of ASCII: a header carries UTF-8, where the two unpaired-surrogate ids are one (a duplicate publish)
     for (const [id, payload] of raw) seqs.set(id, (await e.js.publish(subjects(POLICY).rollouts, payload, { msgID: `judge-${seqs.size}` })).seq);

@@ -21,6 +21,7 @@ export const RejectReason = {
   image_corrupt: "frame cannot be decoded",
   image_format: "frame is not PNG, JPEG or WebP",
   image_too_large: "frame exceeds frames.maxBytes or frames.maxPixels",
+  image_shape: "frame's aspect ratio is over 200:1, beyond the model's image processor",
   image_outside_roots: "frame path is outside frames.roots",
   stale_adapter: "served by an adapter older than offPolicy.maxStaleness rounds",
   unknown_adapter: "served by an adapter round the loop has not published",

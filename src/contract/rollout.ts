@@ -29,12 +29,16 @@ export type ImageRef = z.infer<typeof ImageRef>;
  *  every unpaired surrogate becomes U+FFFD, so two different ids would be one. */
 const WELL_FORMED = { error: "must be well-formed Unicode (it has an unpaired surrogate)" } as const;
 const wellFormed = (s: string) => !/\p{Cs}/u.test(s);
+/** Qwen's special tokens are spelled <|…|>; the tokenizer maps such text in a prompt to the token itself. */
+const SPECIAL_TOKEN = /<\|[^|<>]*\|>/;
 
 function stepSchema(limits: StringLimits) {
   const bits = z.string().max(limits.maxMemoryChars).regex(/^[01]*$/, { error: "must be a string of 0/1" });
   return z.strictObject({
     image: ImageRef,
-    name: z.string().min(1).max(limits.maxNameChars).refine(wellFormed, WELL_FORMED).meta({ description: "target name the prompt names" }),
+    name: z.string().min(1).max(limits.maxNameChars).refine(wellFormed, WELL_FORMED)
+      .refine((s) => !SPECIAL_TOKEN.test(s), { error: "must not contain special-token markup <|…|> (it would tokenize as the model's own tokens: an <|image_pad|> makes a row's image placeholders and images disagree)" })
+      .meta({ description: "target name the prompt names" }),
     code: z.string().regex(/^[0-9]+$/, { error: "must be a string of digits" }).max(64)
       .meta({ description: "the sampled behaviour code, one digit per FSQ dimension (policy.codeLength digits)" }),
     vllm_logp: finite().max(0, { error: "must be <= 0 (a log-probability)" })

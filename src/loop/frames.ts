@@ -21,6 +21,8 @@ export interface FrameLimits {
 }
 
 const ACCEPTED = new Set(["png", "jpeg", "webp"]);
+/** The longest side over the shortest that Qwen's smart_resize accepts (native/src/vision/preprocess.cpp). */
+const MAX_ASPECT = 200;
 /** Fast zlib level: frames are re-encoded once per step at intake, where CPU is the bottleneck (bench/). */
 const PNG_OPTIONS = { compressionLevel: 1, adaptiveFiltering: false } as const;
 /**
@@ -147,6 +149,11 @@ async function checkedHeader(bytes: Buffer, limits: FrameLimits): Promise<sharp.
   const pixels = (meta.width ?? 0) * (meta.height ?? 0);
   if (pixels > limits.maxPixels) {
     throw new RolloutRejectedError("image_too_large", `frame is ${meta.width}x${meta.height} = ${pixels} pixels, frames.maxPixels is ${limits.maxPixels}`);
+  }
+  // Qwen's image processor refuses more (qwen35.md §8): such a frame would fail every training attempt of its round
+  const [long, short] = [Math.max(meta.width ?? 0, meta.height ?? 0), Math.min(meta.width ?? 0, meta.height ?? 0)];
+  if (long > MAX_ASPECT * short) {
+    throw new RolloutRejectedError("image_shape", `frame is ${meta.width}x${meta.height}: its aspect ratio is over ${MAX_ASPECT}, which the model's image processor refuses`);
   }
   return meta;
 }

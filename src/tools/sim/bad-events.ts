@@ -107,6 +107,17 @@ const CASES: Case[] = [
       return json(withStep(e, { image: { png_base64: png.toString("base64") } }));
     },
   },
+  {
+    label: "image-thin", expect: "image_shape", what: "a 201x1 PNG: an aspect ratio the model's image processor refuses",
+    make: async (e) => {
+      const png = await sharp({ create: { width: 201, height: 1, channels: 3, background: "#808080" } }).png().toBuffer();
+      return json(withStep(e, { image: { png_base64: png.toString("base64") } }));
+    },
+  },
+  {
+    label: "name-special-token", expect: "invalid_schema", what: "a step name holding <|image_pad|>, the model's image placeholder token",
+    make: (e) => json(withStep(e, { name: "cup <|image_pad|>" })),
+  },
 ];
 
 /** A frame path under an accepted root that does not exist. */
