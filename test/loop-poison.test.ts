@@ -67,6 +67,8 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     // whose aspect ratio the image processor refuses
     raw.push(["pad-name", JSON.stringify({ ...good, id: "pad-name", steps: [{ ...good.steps[0]!, name: "cup <|image_pad|>" }] }), "invalid_schema"]);
     const thin = (await sharp({ create: { width: 201, height: 1, channels: 3, background: "#808080" } }).png().toBuffer()).toString("base64");
+    raw.push(["nul-path", JSON.stringify({ ...good, id: "nul-path", steps: [{ ...good.steps[0]!, image: { path: "cam\u0000/1.png" } }] }), "invalid_schema"]);
+    raw.push(["long-path", JSON.stringify({ ...good, id: "long-path", steps: [{ ...good.steps[0]!, image: { path: `${"a".repeat(300)}.png` } }] }), "image_missing"]);
     raw.push(["thin-frame", JSON.stringify({ ...good, id: "thin-frame", steps: [{ ...good.steps[0]!, image: { png_base64: thin } }] }), "image_shape"]);
     const seqs = new Map<string, number>();
     // message ids of ASCII: a header carries UTF-8, where the two unpaired-surrogate ids are one (a duplicate publish)

@@ -19,7 +19,7 @@ export const DEFAULT_STRING_LIMITS: StringLimits = { maxIdChars: 256, maxNameCha
 
 /** A frame: a file under a configured frame root, an object in the frames object store, or inline base64. */
 export const ImageRef = z.union([
-  z.strictObject({ path: z.string().min(1).max(4096).meta({ description: "file under one of the daemon's frames.roots (relative paths: under the first root)" }) }),
+  z.strictObject({ path: z.string().min(1).max(4096).refine((p) => !p.includes("\0"), { error: "must not contain a NUL character (no file has such a path)" }).meta({ description: "file under one of the daemon's frames.roots (relative paths: under the first root)" }) }),
   z.strictObject({ object: z.string().min(1).max(1024).meta({ description: "object name in the daemon's frames object store (frames.objectBucket)" }) }),
   z.strictObject({ png_base64: z.string().min(1).meta({ description: "the encoded frame inline, base64 (PNG, JPEG or WebP bytes despite the name); limited by frames.maxBytes and the server's max_payload" }) }),
 ], { error: "must be exactly one of {path}, {object}, {png_base64}" }).meta({ description: "the camera frame of the step" });

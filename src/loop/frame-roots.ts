@@ -256,13 +256,14 @@ async function missingRoot(root: string, path: string): Promise<HostFaultError |
 }
 
 /**
- * A failed look at a frame file: missing (ENOENT, ENOTDIR) and unreadable (EACCES, EPERM, ELOOP) are the rollout's
+ * A failed look at a frame file: missing (ENOENT, ENOTDIR, ENAMETOOLONG) and unreadable (EACCES, EPERM, ELOOP) are the rollout's
  * — the same file fails the same way again; anything else (EIO, EMFILE, ENOTCONN) is the host's and is thrown as it
  * is, so the message is retried later (admission.ts).
  */
 export function frameFileFailure(cause: unknown, path: string): unknown {
   const code = (cause as NodeJS.ErrnoException | null)?.code;
   if (code === "ENOENT" || code === "ENOTDIR") return new RolloutRejectedError("image_missing", `frame file ${path} does not exist`, { cause });
+  if (code === "ENAMETOOLONG") return new RolloutRejectedError("image_missing", `frame path ${path.slice(0, 200)}… is longer than the filesystem allows: no such file exists`, { cause });
   if (code === "EACCES" || code === "EPERM" || code === "ELOOP") return new RolloutRejectedError("image_unreadable", `frame file ${path} cannot be read (${code})`, { cause });
   return cause;
 }
