@@ -209,6 +209,8 @@ describe("loop - faults", () => {
     await first.exited;
     const dir = roundDir(e.workDir, POLICY, 1);
     for (const name of await readdir(dir)) if (name.startsWith("adapter.tmp-")) await rm(join(dir, name, "stats.json"));
+    // and a folder that did not keep its rollouts (assembled by an earlier version): they are read from the stream
+    await rm(join(dir, "rollouts.jsonl"));
 
     const second = spawnDaemon(slowTraining);
     try {

@@ -256,7 +256,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(failures[0]?.fault).toBe("trainer");
   });
 
-  it("a host that computes garbage (NaN statistics, the probe's too) consumes nothing: degraded, the round trains once it is fixed", async () => {
+  it("a host that computes garbage (NaN statistics, the probe's too) consumes nothing: degraded, the round trains once it is fixed, across a restart", async () => {
     const e = (env = await startLoopEnv());
     const garbage = join(e.dir, "host-garbage");
     await start({ trainer: { env: { FAKE_TRAINER_NAN_WHILE: garbage }, retryMinS: 0.2, retryMaxS: 0.5 } });
@@ -268,7 +268,11 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
       return stats.health.status === "degraded" ? stats : null;
     });
     expect(degraded.health.cause).toContain("pg_loss is not finite");
+    // stopped while it waits, the host fixed, started again: the garbage attempt is not taken as the round's
+    await daemon!.stop();
     rmSync(garbage);
+    daemon = new Daemon({ config: parseConfig(e.config({ ...quiet, trainer: { env: { FAKE_TRAINER_NAN_WHILE: garbage }, retryMinS: 0.2, retryMaxS: 0.5 } })) });
+    await daemon.start();
     const acc = await settled(e, rollouts.map((r) => r.id));
     expect(acc.rejections.size).toBe(0);
     expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual(rollouts.map(() => [1]));

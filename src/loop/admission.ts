@@ -130,14 +130,10 @@ export class Admission {
 
   async #judge(msg: JsMsg): Promise<void> {
     const { ctx } = this;
-    if (await this.#committedAlready(msg)) {
-      // a committed round's message redelivered after its ack was lost, older than intake.dedupRounds rounds
-      // (a consumer re-created from an old ack floor): applied already, acked, never counted again. Before any
-      // judgement: a rollout trained long ago is stale now, and a configuration tightened since may refuse it.
-      ctx.log.info({ seq: msg.seq }, "redelivered rollout of a committed round acked");
-      await ctx.held.ack([msg.seq]);
-      return;
-    }
+    // a committed round's message redelivered after its ack was lost, older than intake.dedupRounds rounds (a
+    // consumer re-created from an old ack floor): applied already, acked, never counted again. Looked for before any
+    // judgement: a rollout trained long ago is stale now, and a configuration tightened since may refuse it.
+    if (await this.#committedAlready(idOf(msg.data, ctx.config.limits.maxDepth, Infinity), msg.seq)) return this.#ackCommitted(msg);
     const rollout = parseRollout(msg.data, this.#validate);
     checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
     this.#claimId(rollout.id, msg.seq);
@@ -175,14 +171,18 @@ export class Admission {
   }
 
   /**
-   * Whether this message's round committed: its id recorded under this very sequence, at or below the committed
+   * Whether the message's round committed: its id recorded under this very sequence, at or below the committed
    * record's last sequence (a round whose ids were recorded but whose commit did not happen is pending, and its
-   * messages are reserved, not judged). The id is read from the payload without validating it.
+   * messages are reserved, not judged).
    */
-  async #committedAlready(msg: JsMsg): Promise<boolean> {
-    if (msg.seq > this.ctx.state.record.last_seq) return false;
-    const id = idOf(msg.data, this.ctx.config.limits.maxDepth);
-    return id !== null && (await this.ctx.consumedIds.seqOf(id)) === msg.seq;
+  async #committedAlready(id: string | null, seq: number): Promise<boolean> {
+    if (id === null || seq > this.ctx.state.record.last_seq) return false;
+    return (await this.ctx.consumedIds.seqOf(id)) === seq;
+  }
+
+  async #ackCommitted(msg: JsMsg): Promise<void> {
+    this.ctx.log.info({ seq: msg.seq }, "redelivered rollout of a committed round acked");
+    await this.ctx.held.ack([msg.seq]);
   }
 
   /** All steps at once (decoding runs on libuv's pool, a rollout's frames overlap); the reported failure is the

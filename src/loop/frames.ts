@@ -59,8 +59,9 @@ export async function frameBytes(image: ImageRef, limits: FrameLimits): Promise<
 /**
  * The rollout as a round keeps it once its frames are written to incoming/: inline frames' bytes dropped (an empty
  * png_base64 stands for them). Nothing after admission reads a frame from the event (a round's rows name the
- * incoming files, replay reads the stream), and an open round and a training round of inline frames at
- * limits.maxPayloadBytes would otherwise hold gigabytes, a heap that a restart would fill again.
+ * incoming files, replay reads the stream). The held messages keep their payloads until acked (one payload each,
+ * up to consumer.maxAckPending of them); without this, every inline frame of the open and the training round would
+ * be in memory twice, the second time as a base64 string on the JS heap.
  */
 export function withoutInlineFrames(rollout: RolloutCompleted): RolloutCompleted {
   if (!rollout.steps.some((step) => "png_base64" in step.image)) return rollout;

@@ -25,9 +25,9 @@ export async function readRoundRollouts(jsm: JetStreamManager, round: number, ev
 }
 
 /**
- * The daemon's read of a round it admitted: the rollouts its folder kept, the stream for any it did not. A message
- * gone from the stream (stream.maxAgeS lowered between restarts, a trainer fault longer than it) made a resumed
- * round an error at every start.
+ * The daemon's read of a round it admitted: the rollouts its folder kept, the stream for any it did not. Read from
+ * the stream alone, a message gone from it (stream.maxAgeS lowered between restarts, a trainer fault longer than it)
+ * would make a resumed round an error at every start.
  */
 export async function admittedRoundRollouts(jsm: JetStreamManager, dir: string, round: number, events: ReadonlyArray<{ seq: number; id: string }>): Promise<RoundRollout[]> {
   const kept = await keptRollouts(dir);

@@ -266,6 +266,8 @@ export class RoundRunner {
         this.#throwIfStopping();
         return this.#trained(manifest, result.stats, outDir);
       }
+      // garbage is not kept: a restart would take a finished attempt's output as the round's
+      if ("stats" in result) await rm(outDir, { recursive: true, force: true });
       const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
@@ -297,6 +299,8 @@ export class RoundRunner {
     if (manifest.status !== "training" || manifest.attempts === 0) return null;
     const finished = await findFinishedAttempt(dir, manifest.attempts);
     if (!finished) return null;
+    // non-finite statistics are judged by the probe first (#trainUntilDone): trained again, not gated as they are
+    if (nonFiniteStat(finished.stats) !== null) return null;
     this.ctx.log.info({ round: manifest.round, attempt: manifest.attempts, outDir: finished.outDir }, "using the finished training of the previous run's last attempt");
     return { manifest, stats: finished.stats, outDir: finished.outDir };
   }

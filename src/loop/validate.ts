@@ -55,12 +55,12 @@ export function parseAdmittedRollout(data: Uint8Array): RolloutCompleted {
   return parsed.data;
 }
 
-/** The id of a payload that may be invalid, for the rejection event (null when there is none or it is too long). */
-export function idOf(data: Uint8Array, maxDepth = 16): string | null {
+/** The id of a payload that may be invalid (null when there is none or it is longer than maxChars). */
+export function idOf(data: Uint8Array, maxDepth = 16, maxChars = 256): string | null {
   if (nestsDeeperThan(data, maxDepth)) return null;
   try {
     const id = (JSON.parse(decoder.decode(data)) as { id?: unknown } | null)?.id;
-    return typeof id === "string" && id.length <= 256 ? id : null;
+    return typeof id === "string" && id.length <= maxChars ? id : null;
   } catch {
     return null;
   }
@@ -75,12 +75,23 @@ function schemaFor(limits: Config["limits"]) {
   return schema;
 }
 
-/** The checks that need the configuration: policy, step and code counts, meta size, value bounds. */
+/** No unpaired UTF-16 surrogate (JSON can carry one as an escape): ids are hashed and names tokenized as UTF-8, where
+ *  every unpaired surrogate becomes U+FFFD, so two different ids would be one. */
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+/** Qwen's special tokens are spelled <|…|>; its tokenizer maps such text in a prompt to the token itself. */
+const SPECIAL_TOKEN = /<\|[^|<>]*\|>/;
+
+/**
+ * The checks of an arriving rollout beyond the contract's schema: policy, step and code counts, meta size, value
+ * bounds, and what would fail every training attempt of its round. A rollout read back for a round it was admitted
+ * to (parseAdmittedRollout) is not judged by them again: rules added since must not make an admitted round unreadable.
+ */
 function checkValues(rollout: RolloutCompleted, ctx: ValidateContext) {
   const { limits } = ctx;
   const reject = (reason: RejectReason, message: string) => {
     throw new RolloutRejectedError(reason, message);
   };
+  checkStrings(rollout);
   if (rollout.policy !== ctx.policy) reject("unknown_policy", `'policy' is ${quoted(rollout.policy)} but the event came on the subject of policy ${quoted(ctx.policy)}`);
   if (rollout.steps.length > ctx.maxSteps) reject("too_many_steps", `'steps' has ${rollout.steps.length} steps, policy.maxSteps is ${ctx.maxSteps}`);
   const metaBytes = Buffer.byteLength(JSON.stringify(rollout.meta));
@@ -92,6 +103,22 @@ function checkValues(rollout: RolloutCompleted, ctx: ValidateContext) {
     if (step.code.length !== ctx.codeLength) reject("code_length", `'steps.${i}.code' has ${step.code.length} digits, policy.codeLength is ${ctx.codeLength}`);
     if (step.reward !== undefined && outside(step.reward)) reject("reward_out_of_range", `'steps.${i}.reward' is ${step.reward}, limits.reward is [${min}, ${max}]`);
     if (step.vllm_logp < limits.minLogp) reject("logp_out_of_range", `'steps.${i}.vllm_logp' is ${step.vllm_logp}, limits.minLogp is ${limits.minLogp}`);
+  });
+}
+
+function checkStrings(rollout: RolloutCompleted) {
+  const invalid = (path: string, rule: string) => {
+    throw new RolloutRejectedError("invalid_schema", `'${path}' ${rule}`);
+  };
+  const unpaired = "must be well-formed Unicode (it has an unpaired surrogate)";
+  if (UNPAIRED_SURROGATE.test(rollout.id)) invalid("id", unpaired);
+  if (rollout.group !== undefined && UNPAIRED_SURROGATE.test(rollout.group)) invalid("group", unpaired);
+  if (UNPAIRED_SURROGATE.test(rollout.adapter.name)) invalid("adapter.name", unpaired);
+  rollout.steps.forEach((step, i) => {
+    if (UNPAIRED_SURROGATE.test(step.name)) invalid(`steps.${i}.name`, unpaired);
+    // an <|image_pad|> in a name makes the row's image placeholders and its images disagree: the trainer fails
+    if (SPECIAL_TOKEN.test(step.name)) invalid(`steps.${i}.name`, "must not contain special-token markup <|…|> (it would tokenize as the model's own tokens)");
+    if ("path" in step.image && step.image.path.includes("\0")) invalid(`steps.${i}.image.path`, "must not contain a NUL character (no file has such a path)");
   });
 }
 

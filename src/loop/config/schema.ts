@@ -13,8 +13,8 @@ const timerSeconds = () => seconds().max(2_147_483, { error: "must be at most 21
 const threshold = () => z.number().nonnegative().nullable();
 /**
  * Reward bounds are capped so that every advantage stays far inside float32, the trainer's type for it: an rloo
- * advantage is up to twice a reward, a return a sum of up to maxSteps of them (advantages.ts). At 1e100 one rollout's
- * rloo advantage became Infinity in the trainer and its whole round a non-finite rejection.
+ * advantage is up to twice a reward, a return a sum of up to maxSteps of them (advantages.ts). Past ~1.7e38 one
+ * rollout's advantage would be Infinity in the trainer, and its whole round a non-finite rejection.
  */
 const REWARD_CAP = 1e15;
 
