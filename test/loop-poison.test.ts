@@ -43,6 +43,25 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
 
   const rejection = (acc: Awaited<ReturnType<typeof accounting>>, key: string) => acc.rejections.get(key);
 
+  /**
+   * A daemon whose trainer `fault` breaks (a fake-trainer variable naming a file: broken while it exists) and a round
+   * of 8 one-step rollouts it cannot train; returns once the daemon says it is degraded, with that status.
+   */
+  async function roundOnBrokenTrainer(fault: "FAKE_TRAINER_FAIL_WHILE" | "FAKE_TRAINER_NAN_WHILE", tag: string) {
+    const e = (env = await startLoopEnv());
+    const file = join(e.dir, `${tag}-fault`);
+    const config: ConfigInput = { trainer: { env: { [fault]: file }, retryMinS: 0.2, retryMaxS: 0.5 } };
+    await start(config);
+    writeFileSync(file, "");
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout(tag, i, { steps: 1 })));
+    await publishRollouts(e.js, rollouts);
+    const degraded = await waitFor("degraded", async () => {
+      const stats = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
+      return stats.health.status === "degraded" ? stats : null;
+    });
+    return { e, file, config, rollouts, degraded };
+  }
+
   it("judges every event in bounded time: deep nesting, huge strings and extreme numbers are rejected with their reasons; nothing pins max_ack_pending", async () => {
     // max_ack_pending 8: before bounded judging, a handful of unjudgeable messages redelivered forever stopped the stream
     const e = await start({ consumer: { ackWaitS: 2, fetchBatch: 4, maxAckPending: 8 } });
@@ -227,16 +246,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
   });
 
   it("a trainer broken for a while rejects nothing: degraded with the cause, the round trains once the trainer works", async () => {
-    const e = (env = await startLoopEnv());
-    const broken = join(e.dir, "trainer-broken");
-    await start({ trainer: { env: { FAKE_TRAINER_FAIL_WHILE: broken }, retryMinS: 0.2, retryMaxS: 0.5 } });
-    writeFileSync(broken, "");
-    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("broken", i, { steps: 1 })));
-    await publishRollouts(e.js, rollouts);
-    const degraded = await waitFor("degraded", async () => {
-      const stats = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
-      return stats.health.status === "degraded" ? stats : null;
-    });
+    const { e, file: broken, rollouts, degraded } = await roundOnBrokenTrainer("FAKE_TRAINER_FAIL_WHILE", "broken");
     expect(degraded.health.cause).toContain("neither can the probe");
     expect(degraded.phase).toBe("waiting");
     // intake stops beyond the open round: the next round's rollouts wait on the stream, unrejected
@@ -257,21 +267,12 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
   });
 
   it("a host that computes garbage (NaN statistics, the probe's too) consumes nothing: degraded, the round trains once it is fixed, across a restart", async () => {
-    const e = (env = await startLoopEnv());
-    const garbage = join(e.dir, "host-garbage");
-    await start({ trainer: { env: { FAKE_TRAINER_NAN_WHILE: garbage }, retryMinS: 0.2, retryMaxS: 0.5 } });
-    writeFileSync(garbage, "");
-    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("garbage", i, { steps: 1 })));
-    await publishRollouts(e.js, rollouts);
-    const degraded = await waitFor("degraded", async () => {
-      const stats = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
-      return stats.health.status === "degraded" ? stats : null;
-    });
+    const { e, file: garbage, config, rollouts, degraded } = await roundOnBrokenTrainer("FAKE_TRAINER_NAN_WHILE", "garbage");
     expect(degraded.health.cause).toContain("pg_loss is not finite");
     // stopped while it waits, the host fixed, started again: the garbage attempt is not taken as the round's
     await daemon!.stop();
     rmSync(garbage);
-    daemon = new Daemon({ config: parseConfig(e.config({ ...quiet, trainer: { env: { FAKE_TRAINER_NAN_WHILE: garbage }, retryMinS: 0.2, retryMaxS: 0.5 } })) });
+    daemon = new Daemon({ config: parseConfig(e.config({ ...quiet, ...config })) });
     await daemon.start();
     const acc = await settled(e, rollouts.map((r) => r.id));
     expect(acc.rejections.size).toBe(0);
@@ -280,17 +281,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
   });
 
   it("a round resumed after its rollouts left the stream (stream.maxAgeS, a trainer fault longer than it) commits from what its folder kept", async () => {
-    const e = (env = await startLoopEnv());
-    const broken = join(e.dir, "trainer-broken");
-    const cfg: ConfigInput = { trainer: { env: { FAKE_TRAINER_FAIL_WHILE: broken }, retryMinS: 0.2, retryMaxS: 0.5 } };
-    await start(cfg);
-    writeFileSync(broken, "");
-    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("aged", i, { steps: 1 })));
-    await publishRollouts(e.js, rollouts);
-    await waitFor("degraded", async () => {
-      const stats = (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
-      return stats.health.status === "degraded" ? true : null;
-    });
+    const { e, file: broken, config: cfg, rollouts } = await roundOnBrokenTrainer("FAKE_TRAINER_FAIL_WHILE", "aged");
     await daemon!.stop();
     await e.jsm.streams.purge(ROLLOUT_STREAM); // what max_age does to messages older than it, acked or not
     rmSync(broken);
