@@ -7,10 +7,13 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import { Kvm } from "@nats-io/kv";
+import { Objm } from "@nats-io/obj";
 import sharp from "sharp";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { consumerName, ROLLOUT_STREAM, subjects, type StatsEvent } from "../src/contract/index.js";
+import { consumerName, IDS_BUCKET, ROLLOUT_STREAM, subjects, type StatsEvent } from "../src/contract/index.js";
+import { ConsumedIds } from "../src/loop/consumed-ids.js";
 import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { Intake } from "../src/loop/intake.js";
@@ -18,7 +21,7 @@ import { readManifest } from "../src/loop/manifest.js";
 import { incomingDir, roundDir } from "../src/loop/paths.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
-  POLICY, REPO, accounting, cliArgs, eventsOn, makeRollout, publishRollouts, settled, spawnDaemon, startLoopEnv, waitFor, type LoopEnv,
+  POLICY, REPO, accounting, bytesStream, cliArgs, eventsOn, makeRollout, publishRollouts, settled, spawnDaemon, startLoopEnv, testFrame, waitFor, type LoopEnv,
 } from "./helpers/loop.js";
 
 const quiet = { log: { level: "error" as const } };
@@ -189,6 +192,26 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
       return info.num_ack_pending === 100 ? info : null;
     });
     expect(consumer.config.max_ack_pending).toBe(2 * 2 + 2 * 4 + 64 + 10_000);
+  });
+
+  it("a message whose id a round recorded but did not commit (a dead daemon's, taken over without its folders) is trained, not acked as committed", async () => {
+    const e = await start({ round: { rows: 2 }, frames: { objectBucket: "waiting-frames" }, log: { level: "fatal" } });
+    // X waits on its frame (the bucket is not there yet) below the sequences a committed round takes
+    const x = await makeRollout("recorded", 0, { steps: 1 });
+    x.steps[0]!.image = { object: "cam/x.png" };
+    await publishRollouts(e.js, [x]);
+    const first = [await makeRollout("first", 0, { steps: 1 }), await makeRollout("first", 1, { steps: 1 })];
+    await publishRollouts(e.js, first);
+    await waitFor("round 1 committed", async () => ((await accounting(e)).rounds.has(first[1]!.id) ? true : null));
+    // what an active daemon that took X into round 2 recorded just before it died, short of the commit
+    await ConsumedIds.of(await new Kvm(e.nc).open(IDS_BUCKET), POLICY).record(2, [{ seq: 1, id: x.id }]);
+    const objects = await new Objm(e.nc).create("waiting-frames");
+    await objects.put({ name: "cam/x.png" }, bytesStream(await testFrame()));
+    const next = await makeRollout("next", 0, { steps: 1 });
+    await publishRollouts(e.js, [next]);
+    const acc = await settled(e, [x.id, next.id]);
+    expect([acc.rounds.get(x.id), acc.rounds.get(next.id)]).toEqual([[2], [2]]);
+    expect(acc.rejections.size).toBe(0);
   });
 
   it("a rollout that waits until it would leave the stream (stream.maxAgeS) is rejected undeliverable, not lost without a record", async () => {

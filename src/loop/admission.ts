@@ -166,18 +166,22 @@ export class Admission {
 
   /** Nor consumed under another sequence within intake.duplicateWindowS (the KV memory, across restarts). */
   async #checkNotConsumed(id: string, seq: number): Promise<void> {
-    const consumed = await this.ctx.consumedIds.seqOf(id);
-    if (consumed !== null && consumed !== seq) throw duplicateId(id, seq, `consumed under stream sequence ${consumed} (within intake.duplicateWindowS)`);
+    const consumed = await this.ctx.consumedIds.lookup(id);
+    if (consumed !== null && consumed.seq !== seq) throw duplicateId(id, seq, `consumed under stream sequence ${consumed.seq} (within intake.duplicateWindowS)`);
   }
 
   /**
-   * Whether the message's round committed: its id recorded under this very sequence, at or below the committed
-   * record's last sequence (a round whose ids were recorded but whose commit did not happen is pending, and its
-   * messages are reserved, not judged).
+   * Whether the message's round committed: its id recorded under this very sequence by a round the committed record
+   * includes. A round whose ids were recorded but whose commit did not happen is pending: its messages are reserved
+   * by a daemon that has its folder, and judged again by one that has not (a standby). An id recorded without its
+   * round is judged by the record's last sequence, which a pending round's message can be below.
    */
   async #committedAlready(id: string | null, seq: number): Promise<boolean> {
-    if (id === null || seq > this.ctx.state.record.last_seq) return false;
-    return (await this.ctx.consumedIds.seqOf(id)) === seq;
+    const { record } = this.ctx.state;
+    if (id === null || seq > record.last_seq) return false;
+    const consumed = await this.ctx.consumedIds.lookup(id);
+    if (consumed === null || consumed.seq !== seq) return false;
+    return consumed.round === null || consumed.round <= record.round;
   }
 
   async #ackCommitted(msg: JsMsg): Promise<void> {

@@ -1,12 +1,21 @@
 // The duplicate-id memory: every rollout id a committed round consumed, kept in KV bucket `rlloop-ids` for
 // intake.duplicateWindowS (the bucket's TTL), so it survives restarts and does not depend on how many rounds
-// passed. A rollout whose id is there under another stream sequence is a duplicate; under the same sequence (at or
-// below the committed record's last sequence) it is a committed rollout redelivered, acked as applied. Keys are `<policy>.<sha256(id)>` (ids may hold characters KV keys may not); values the sequence.
+// passed. A rollout whose id is there under another stream sequence is a duplicate; under the same sequence and a
+// committed round it is a committed rollout redelivered, acked as applied. Ids are recorded just before their round's
+// commit, so a round that did not commit may have recorded them (a standby taking over without the dead daemon's
+// round folders sees its messages again): the value names the round to tell. Keys are `<policy>.<sha256(id)>` (ids
+// may hold characters KV keys may not); values "<seq> <round>" (a bare "<seq>" from before the round was kept).
 // Cost: one KV read per judged rollout, one write per consumed rollout, ~200 bytes of storage per id over the window.
 import { createHash } from "node:crypto";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/nats-core";
 import { IDS_BUCKET } from "../contract/index.js";
+
+/** Where an id was consumed; round null when it was recorded without one. */
+export interface Consumed {
+  seq: number;
+  round: number | null;
+}
 
 /** Puts in flight at once when a round's ids are recorded. */
 const PUT_BATCH = 64;
@@ -24,18 +33,19 @@ export class ConsumedIds {
     return new ConsumedIds(kv, policy);
   }
 
-  /** Stream sequence the id was consumed under within the window, or null. */
-  async seqOf(id: string): Promise<number | null> {
+  /** The stream sequence and round the id was consumed under within the window, or null. */
+  async lookup(id: string): Promise<Consumed | null> {
     const entry = await this.kv.get(this.#key(id));
     if (!entry || entry.operation !== "PUT") return null;
-    const seq = Number(entry.string());
-    return Number.isInteger(seq) ? seq : null;
+    const [seq, round] = entry.string().split(" ").map(Number);
+    if (!Number.isInteger(seq)) return null;
+    return { seq: seq as number, round: Number.isInteger(round) ? (round as number) : null };
   }
 
   /** Records a round's events (idempotent: a round re-run after a crash writes the same values). */
-  async record(events: ReadonlyArray<{ seq: number; id: string }>): Promise<void> {
+  async record(round: number, events: ReadonlyArray<{ seq: number; id: string }>): Promise<void> {
     for (let i = 0; i < events.length; i += PUT_BATCH) {
-      await Promise.all(events.slice(i, i + PUT_BATCH).map((e) => this.kv.put(this.#key(e.id), String(e.seq))));
+      await Promise.all(events.slice(i, i + PUT_BATCH).map((e) => this.kv.put(this.#key(e.id), `${e.seq} ${round}`)));
     }
   }
 

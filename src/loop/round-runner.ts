@@ -122,7 +122,7 @@ export class RoundRunner {
     await this.#recordRejections(trained.manifest);
     clock.lap("adapter");
     setPhase(ctx, "committing");
-    await retrying(() => ctx.consumedIds.record(trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
+    await retrying(() => ctx.consumedIds.record(manifest.round, trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
     clock.lap("ids");
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
