@@ -2,10 +2,10 @@
 // from (judged again, by the config replay runs with: `vctx`), and what the daemon reads of a round it admitted them
 // to (its outcomes; train.jsonl rebuilt after poison rollouts are removed) — the contract's schema only (`"admitted"`)
 // — where the round folder did not keep them (ROLLOUTS_FILE: a folder assembled before it was written).
-import type { JetStreamManager } from "@nats-io/jetstream";
-import { ROLLOUT_STREAM } from "../contract/index.js";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { JetStreamManager } from "@nats-io/jetstream";
+import { ROLLOUT_STREAM } from "../contract/index.js";
 import { ROLLOUTS_FILE, type RoundRollout } from "./assemble.js";
 import { ReplayMismatchError } from "./errors.js";
 import { withoutInlineFrames } from "./frames.js";
@@ -51,4 +51,3 @@ async function keptRollouts(dir: string): Promise<Map<number, RoundRollout>> {
     return new Map(); // a damaged file: the stream has them, or says which is gone
   }
 }
-
