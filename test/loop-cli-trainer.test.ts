@@ -35,7 +35,9 @@ echo "worker started"
 if [ "$MODE" = hang ]; then sleep 600; fi
 mkdir -p "$out"
 echo '{}' > "$out/adapter_config.json"
-echo x > "$out/adapter_model.safetensors"
+# a whole safetensors file: an 8-byte header length (54), the header, one float32 zero
+header='{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+{ printf '\\x36\\x00\\x00\\x00\\x00\\x00\\x00\\x00'; printf '%s' "$header"; printf '\\x00\\x00\\x00\\x00'; } > "$out/adapter_model.safetensors"
 echo '{"pg_loss":0,"kl":0,"clip_frac":0,"logp_gap":0,"logp_gap_abs":0,"rows":1,"train_s":0}' > "$out/stats.json"
 `;
 

@@ -13,6 +13,7 @@ import sharp from "sharp";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { consumerName, IDS_BUCKET, ROLLOUT_STREAM, subjects, type StatsEvent } from "../src/contract/index.js";
+import { checkAdapterFiles } from "../src/loop/adapter-files.js";
 import { ConsumedIds } from "../src/loop/consumed-ids.js";
 import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
@@ -50,7 +51,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
    * A daemon whose trainer `fault` breaks (a fake-trainer variable naming a file: broken while it exists) and a round
    * of 8 one-step rollouts it cannot train; returns once the daemon says it is degraded, with that status.
    */
-  async function roundOnBrokenTrainer(fault: "FAKE_TRAINER_FAIL_WHILE" | "FAKE_TRAINER_NAN_WHILE", tag: string) {
+  async function roundOnBrokenTrainer(fault: "FAKE_TRAINER_FAIL_WHILE" | "FAKE_TRAINER_NAN_WHILE" | "FAKE_TRAINER_TORN_WHILE", tag: string) {
     const e = (env = await startLoopEnv());
     const file = join(e.dir, `${tag}-fault`);
     const config: ConfigInput = { trainer: { env: { [fault]: file }, retryMinS: 0.2, retryMaxS: 0.5 } };
@@ -251,6 +252,19 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(announced).toBe(true);
   });
 
+  it("a rollout whose training ends in NaN weights (finite statistics) is isolated as poison: the rest of its round is published whole", async () => {
+    const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_WEIGHTS: "target-diverges" } } });
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("nanw", i, { steps: 1 })));
+    rollouts[2]!.steps[0]!.name = "target-diverges";
+    await publishRollouts(e.js, rollouts);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(rejection(acc, "nanw-2")).toEqual(["poison"]);
+    for (const r of rollouts.filter((r) => r.id !== "nanw-2")) expect(acc.rounds.get(r.id), r.id).toEqual([1]);
+    const [rejected] = await eventsOn<{ message: string }>(e.jsm, subjects(POLICY).rejected);
+    expect(rejected?.message).toMatch(/adapter tensor .* is not finite/);
+    expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome).toBe("published");
+  });
+
   it("a round whose rollouts are all poison commits empty: nothing trained, every one rejected, the loop goes on", async () => {
     const e = await start({ trainer: { env: { FAKE_TRAINER_POISON: "target-poison" } } });
     const bad = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(async (i) => {
@@ -301,6 +315,18 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(acc.rejections.size).toBe(0);
     expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual(rollouts.map(() => [1]));
     expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome).toBe("published");
+  });
+
+  it("a trainer that writes torn adapters (the probe's too) consumes nothing: degraded, and the adapter published once it is fixed is whole", async () => {
+    const { e, file: torn, rollouts, degraded } = await roundOnBrokenTrainer("FAKE_TRAINER_TORN_WHILE", "torn");
+    expect(degraded.health.cause).toMatch(/neither can the probe: .*not a whole safetensors file/);
+    rmSync(torn);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(acc.rejections.size).toBe(0);
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual(rollouts.map(() => [1]));
+    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
+    expect(manifest?.outcome).toBe("published");
+    expect(await checkAdapterFiles(join(roundDir(e.workDir, POLICY, 1), "adapter"))).toBeNull();
   });
 
   it("a round resumed after its rollouts left the stream (stream.maxAgeS, a trainer fault longer than it) commits from what its folder kept", async () => {

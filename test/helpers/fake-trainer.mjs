@@ -11,10 +11,14 @@
 //   FAKE_TRAINER_FAIL_WHILE: a file; every job (the probe too) fails while it exists (a broken trainer or host);
 //   FAKE_TRAINER_NAN_WHILE: a file; every job (the probe too) reports NaN statistics while it exists (a host that
 //     computes garbage without an error);
+//   FAKE_TRAINER_TORN_WHILE: a file; every job (the probe too) writes a truncated adapter_model.safetensors while it
+//     exists, and finishes as if all were well (a trainer that does not sync, a disk that lost the file's tail);
 //   FAKE_TRAINER_POISON: a step name; a job whose rows hold it crashes (a rollout that breaks training);
+//   FAKE_TRAINER_NAN_WEIGHTS: a step name; a job whose rows hold it writes NaN weights with finite statistics (a
+//     rollout whose last optimizer step diverges);
 //   FAKE_TRAINER_SLEEP_MS: every job takes this long (a daemon can be killed while it trains).
 // `fake-trainer.mjs init DIR` writes an initial adapter.
-import { mkdirSync, readFileSync, writeFileSync, renameSync, existsSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync, renameSync, existsSync, statSync, truncateSync } from "node:fs";
 import { basename, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -94,9 +98,14 @@ for (const row of rows) {
 const meanAdv = rows.reduce((s, r) => s + r.adv, 0) / rows.length;
 const gap = rows.map((r) => -r.vllm_logp * 0.001);
 const parent = readSafetensors(join(a.adapter, "adapter_model.safetensors"));
-const next = Object.fromEntries(Object.entries(parent).map(([name, values]) => [name, values.map((v) => v + 1e-3 * (1 + meanAdv))]));
+const diverges = process.env.FAKE_TRAINER_NAN_WEIGHTS && rows.some((r) => r.name === process.env.FAKE_TRAINER_NAN_WEIGHTS);
+const next = Object.fromEntries(Object.entries(parent).map(([name, values]) => [name, values.map((v) => (diverges ? Number.NaN : v + 1e-3 * (1 + meanAdv)))]));
 const tmp = `${a.out}.writing`;
 writeAdapter(tmp, next);
+if (process.env.FAKE_TRAINER_TORN_WHILE && existsSync(process.env.FAKE_TRAINER_TORN_WHILE)) {
+  const weights = join(tmp, "adapter_model.safetensors");
+  truncateSync(weights, statSync(weights).size - 4);
+}
 writeSafetensors(join(tmp, "optimizer.safetensors"), next);
 const nan = listed("FAKE_TRAINER_NAN_ROUNDS") || (process.env.FAKE_TRAINER_NAN_WHILE && existsSync(process.env.FAKE_TRAINER_NAN_WHILE));
 const stats = {
