@@ -2,6 +2,7 @@
 // wait at exactly that point), then restarted. Afterwards every rollout is in exactly one committed round or has
 // exactly one recorded rejection, and every adapter was announced exactly once, in round order, each with one
 // round.published lifecycle event.
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RoundEvent } from "../src/contract/index.js";
 import { StateStore } from "../src/loop/state.js";
@@ -99,6 +100,73 @@ describe("loop - crash safety", () => {
     const isolated = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.isolated");
     expect(isolated.map((e) => e.round)).toEqual([1]);
     expect((await (await StateStore.open(env.nc, POLICY, 1)).read())?.record.round).toBe(1);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  });
+
+  it("SIGKILL after a commit made the open round's rollouts one adapter behind: redelivered, they are judged as on arrival (admitted, not stale)", async () => {
+    env = await startLoopEnv();
+    // strictly on-policy: a rollout of r0 that reached the stream before r1 was announced is fresh; after, it is stale
+    const config = env.writeConfig({
+      round: { rows: 8, maxWaitS: 600, minRows: 1 }, offPolicy: { maxStaleness: 0 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
+      trainer: { env: { FAKE_TRAINER_SLEEP_MS: "1500" } },
+    });
+    const first = spawnDaemon(config);
+    await first.waitForLog("started", (l) => l.msg === "daemon started");
+    const round1 = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("on-policy", i, { steps: 1 })));
+    await publishRollouts(env.js, round1);
+    await first.waitForLog("round 1 training", (l) => l.msg === "round assembled" && l.round === 1);
+    // sampled by r0 while round 1 trains: admitted into the open round, fresh
+    const open = await Promise.all(Array.from({ length: 3 }, (_, i) => makeRollout("open", i, { steps: 1 })));
+    await publishRollouts(env.js, open);
+    await first.waitForLog("round 1 committed", (l) => l.msg === "round committed" && l.round === 1);
+    await sleep(500);
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const second = spawnDaemon(config);
+    await second.waitForLog("started", (l) => l.msg === "daemon started");
+    const late = await Promise.all(Array.from({ length: 5 }, (_, i) => makeRollout("late", i, { steps: 1, adapterRound: 1 })));
+    await publishRollouts(env.js, late);
+    const ids = [...round1, ...open, ...late].map((r) => r.id);
+    const acc = await waitFor("every rollout accounted for", async () => {
+      const a = await accounting(env!);
+      return misaccounted(a, ids).length === 0 ? a : null;
+    }, 60_000);
+    expect(acc.rejections.size).toBe(0);
+    expect(open.map((r) => acc.rounds.get(r.id))).toEqual([[2], [2], [2]]);
+    // a rollout of r0 that reaches the stream now is one behind: stale, as it always was
+    const after = await makeRollout("after", 0, { steps: 1 });
+    await publishRollouts(env.js, [after]);
+    const rejected = await waitFor("the late r0 rollout judged", async () => (await accounting(env!)).rejections.get(after.id) ?? null, 30_000);
+    expect(rejected).toEqual(["stale_adapter"]);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  });
+
+  it("SIGKILL while a rollout is taken out of its trained round (new manifest, old train.jsonl): the restart trains the manifest's rows", async () => {
+    env = await startLoopEnv();
+    const config = env.writeConfig({
+      round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
+      gate: { maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
+    });
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("killed-gap", i, { steps: 2 })));
+    for (const step of rollouts[1]!.steps) step.vllm_logp = -999;
+    await publishRollouts(env.js, rollouts);
+    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "isolated:1" });
+    await first.waitForLog("pause at isolated", (l) => l.testPause === "isolated");
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const second = spawnDaemon(config);
+    const acc = await waitFor("every rollout accounted for", async () => {
+      const a = await accounting(env!);
+      return misaccounted(a, rollouts.map((r) => r.id)).length === 0 ? a : null;
+    }, 60_000);
+    expect(acc.rejections.get("killed-gap-1")).toEqual(["logp_mismatch"]);
+    expect(second.lines.some((l) => l.msg === "train.jsonl did not match the round's manifest: rebuilt from its events" && l.same === true)).toBe(true);
+    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
+    expect(trained.at(-1)).toMatchObject({ round: 1, stats: { rows: 6 } }); // its rows out, the others' in
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);
   });

@@ -265,6 +265,35 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.outcome).toBe("published");
   });
 
+  it("one rollout with a wrong vllm_logp (valid, far from its adapter's) is rejected alone (logp_mismatch); the rest of its round passes the gate it alone would have failed", async () => {
+    // the fake trainer's gap is -0.001·vllm_logp: ~0.001 for these rollouts, 0.999 for the wrong one — the round's
+    // mean |gap| with it ~0.126, past gate.maxLogpGapAbs 0.1: the whole round rejected, its good rollouts consumed
+    const gate = { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 };
+    const e = await start({ gate, round: { rows: 8 } });
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("gap", i, { steps: 1 })));
+    rollouts[5]!.steps[0]!.vllm_logp = -999;
+    await publishRollouts(e.js, rollouts);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(rejection(acc, "gap-5")).toEqual(["logp_mismatch"]);
+    for (const r of rollouts.filter((r) => r.id !== "gap-5")) expect(acc.rounds.get(r.id), r.id).toEqual([1]);
+    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
+    expect(manifest).toMatchObject({ outcome: "published", rows: 7 });
+    expect(manifest?.poisoned).toEqual([expect.objectContaining({ id: "gap-5", reason: "logp_mismatch" })]);
+    const [rejected] = await eventsOn<{ reason: string; message: string; round: number }>(e.jsm, subjects(POLICY).rejected);
+    expect(rejected).toMatchObject({ reason: "logp_mismatch", round: 1 });
+    expect(rejected?.message).toMatch(/averages 0\.9990 over its 1 step\(s\), above gate.maxRolloutLogpGapAbs 0\.5/);
+    const isolated = (await eventsOn<{ type: string; poisoned: Array<{ id: string; reason: string }> }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.isolated");
+    expect(isolated.map((r) => r.poisoned)).toEqual([[expect.objectContaining({ id: "gap-5", reason: "logp_mismatch" })]]);
+
+    // a sampler that disagrees as a whole (half the round or more) singles out no rollout: the round's gate judges
+    const wrong = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("allgap", i, { steps: 1 })));
+    for (const r of wrong.slice(0, 4)) r.steps[0]!.vllm_logp = -999;
+    await publishRollouts(e.js, wrong);
+    const after = await settled(e, wrong.map((r) => r.id));
+    for (const r of wrong) expect(rejection(after, r.id), r.id).toBeUndefined();
+    expect(await readManifest(roundDir(e.workDir, POLICY, 2))).toMatchObject({ outcome: "rejected", rows: 8, poisoned: [] });
+  });
+
   it("a round whose rollouts are all poison commits empty: nothing trained, every one rejected, the loop goes on", async () => {
     const e = await start({ trainer: { env: { FAKE_TRAINER_POISON: "target-poison" } } });
     const bad = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(async (i) => {

@@ -68,7 +68,7 @@ describe("loop - recovery of round folders", () => {
     // round 2: committed in the state record, its manifest not yet marked (killed between the commit and the manifest)
     const dir = roundDir(workDir, POLICY, 2);
     await mkdir(dir, { recursive: true });
-    await writeManifest(dir, { ...manifest(2, "assembled"), poisoned: [{ seq: 10, id: "bad", rows: 1, error: "trainer exited 1" }, { seq: 11, id: "worse", rows: 1, error: "x" }] });
+    await writeManifest(dir, { ...manifest(2, "assembled"), poisoned: [{ seq: 10, id: "bad", rows: 1, error: "trainer exited 1", reason: "poison" }, { seq: 11, id: "worse", rows: 1, error: "x", reason: "logp_mismatch" }] });
     const recovered = await recover(workDir, state(2), 4, log);
     expect(recovered.poisoned).toEqual([10, 11]);
     expect(recovered.applied.hasSeq(9)).toBe(true);

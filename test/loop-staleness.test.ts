@@ -15,15 +15,17 @@ function served(rounds: number[], unpublished: number[] = []): StateRecord {
     reference: { path: "/ref", sha256: null }, last_seq: 0, ack_floor: 0, recent_adapters: [{ round: 0, sha256: SHA(0) }], unpublished,
     outcomes: { range: null, adapters: [] }, lineage: [], rollback: null, at: "2026-12-03T00:00:00.000Z",
   } as StateRecord;
-  for (const round of rounds) {
-    record = { ...record, round: Math.max(record.round, round), adapter: { round, path: `/a/${round}`, sha256: SHA(round) }, recent_adapters: withRecentAdapter(record, round, SHA(round)) };
-  }
+  // the k-th announcement is committed when the rollout stream's last sequence is 100·k
+  rounds.forEach((round, k) => {
+    record = { ...record, round: Math.max(record.round, round), adapter: { round, path: `/a/${round}`, sha256: SHA(round) }, recent_adapters: withRecentAdapter(record, round, SHA(round), 100 * (k + 1)) };
+  });
   return record;
 }
 
-const reason = (round: number, state: StateRecord, maxStaleness: number, sha256?: string) => {
+/** The verdict on a rollout of adapter `round` at stream sequence `seq` (by default after every announcement). */
+const reason = (round: number, state: StateRecord, maxStaleness: number, sha256?: string, seq = Number.MAX_SAFE_INTEGER) => {
   try {
-    checkAdapter({ round, name: `bt-r${round}`, ...(sha256 ? { sha256 } : {}) }, state, maxStaleness);
+    checkAdapter({ round, name: `bt-r${round}`, ...(sha256 ? { sha256 } : {}) }, state, maxStaleness, seq);
     return "ok";
   } catch (err) {
     if (err instanceof RolloutRejectedError) return err.reason;
@@ -72,5 +74,23 @@ describe("loop - staleness", () => {
     const justOut = n - RECENT_ADAPTERS;
     expect(reason(justOut, state, RECENT_ADAPTERS)).toBe("ok");
     expect(reason(justOut, state, RECENT_ADAPTERS - 1)).toBe("stale_adapter");
+  });
+
+  it("judges a rollout by the adapters announced before it reached the stream: the same verdict on arrival, after a restart, after any wait", () => {
+    // announcements at stream sequences 100 (r1), 200 (r2), 300 (r3); a rollout of r1 that arrived at 250 was one
+    // behind then, and stays one behind however many rounds commit before it is judged (again)
+    const state = served(rounds(5));
+    expect(reason(1, state, 1, undefined, 250)).toBe("ok");
+    expect(reason(1, state, 0, undefined, 250)).toBe("stale_adapter");
+    expect(reason(1, state, 1, undefined, 301)).toBe("stale_adapter"); // arrived after r3 too: two behind
+    expect(reason(2, state, 0, undefined, 250)).toBe("ok");
+    // an adapter not announced when the rollout arrived is still known now: judged by what is known now
+    expect(reason(4, state, 0, undefined, 250)).toBe("stale_adapter");
+    expect(reason(5, state, 0, undefined, 250)).toBe("ok");
+    // rolled back to r2 after the rollout arrived: r2 counts where it is now (fresh)
+    const back = served([1, 2, 3, 2]);
+    expect(reason(2, back, 0, undefined, 250)).toBe("ok");
+    expect(reason(3, back, 0, undefined, 350)).toBe("ok");
+    expect(reason(3, back, 0, undefined, 450)).toBe("stale_adapter");
   });
 });

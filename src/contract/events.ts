@@ -2,7 +2,7 @@
 // announcements, the reloader's replica loads, and the periodic stats — each on the subject named after its
 // `type` (names.ts). Field names are snake_case on the whole wire, as JetStream's own API and the seed's files are.
 import { z } from "zod";
-import { FaultKind, HealthStatus, Phase, RejectReason, RoundOutcome, RoundTrigger } from "./enums.js";
+import { FaultKind, HealthStatus, Phase, RejectReason, RemovedFromRound, RoundOutcome, RoundTrigger } from "./enums.js";
 import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex, statNumber } from "./primitives.js";
 import { PpoStats } from "./stats.js";
 
@@ -17,7 +17,7 @@ export const RolloutRejected = z.object({
   id: z.string().nullable().meta({ description: "rollout id when the payload had one" }),
   reason: enumOf(RejectReason, "why it was refused"),
   message: z.string().meta({ description: "what exactly is wrong" }),
-  round: z.number().int().optional().meta({ description: "the round it belonged to (poison only)" }),
+  round: z.number().int().optional().meta({ description: "the round it belonged to (poison and logp_mismatch only)" }),
   at,
 }).meta({ description: "a rollout the daemon refused (rlloop.<policy>.rollout.rejected)" });
 export type RolloutRejected = z.infer<typeof RolloutRejected>;
@@ -26,7 +26,8 @@ const roundBase = { policy, round, at };
 const poisoned = z.object({
   seq: nonNegativeInt(),
   id: z.string(),
-  error: z.string().meta({ description: "the trainer's error on this rollout's rows" }),
+  error: z.string().meta({ description: "the trainer's error on this rollout's rows, or its log-prob gap" }),
+  reason: enumOf(RemovedFromRound, "why it was taken out").default("poison"),
 });
 
 export const RoundEvent = z.discriminatedUnion("type", [
@@ -39,7 +40,7 @@ export const RoundEvent = z.discriminatedUnion("type", [
     fault: enumOf(FaultKind, "who the failure is blamed on"), error: z.string().meta({ description: "the trainer's error, first line" }),
   }),
   z.object({
-    type: z.literal("round.isolated"), ...roundBase, poisoned: z.array(poisoned).meta({ description: "the rollouts rejected as poison" }),
+    type: z.literal("round.isolated"), ...roundBase, poisoned: z.array(poisoned).meta({ description: "the rollouts taken out of the round and rejected (poison, logp_mismatch)" }),
     rows: nonNegativeInt().meta({ description: "rows left in the round" }), sha256: sha256Hex().nullable().meta({ description: "the new train.jsonl's sha256 (null when no row is left)" }),
   }),
   z.object({ type: z.literal("round.rejected"), ...roundBase, reason: z.string(), stats: PpoStats.optional() }),

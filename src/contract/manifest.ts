@@ -1,7 +1,7 @@
 // manifest.json of a round folder (DESIGN.md data flow step 4): what the round consumed and from what it trains.
 // `status` moves assembled → training → committed. Version 1 (camelCase keys) is read and converted.
 import { z } from "zod";
-import { AdvantageEstimator, ManifestStatus, RoundOutcome, RoundTrigger } from "./enums.js";
+import { AdvantageEstimator, ManifestStatus, RemovedFromRound, RoundOutcome, RoundTrigger } from "./enums.js";
 import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex } from "./primitives.js";
 import { PpoStats } from "./stats.js";
 
@@ -25,7 +25,8 @@ export const Manifest = z.object({
   parent: AdapterPointer.meta({ description: "the adapter the round continues (with its optimizer state)" }),
   reference: z.object({ path: z.string().nullable(), sha256: sha256Hex().nullable() }).meta({ description: "the frozen reference adapter of the KL term" }),
   events: z.array(ConsumedEvent).meta({ description: "the rollouts the round trains on, by stream sequence" }),
-  poisoned: z.array(ConsumedEvent.extend({ error: z.string() })).default([]).meta({ description: "rollouts isolated as poison: rejected, not trained" }),
+  poisoned: z.array(ConsumedEvent.extend({ error: z.string(), reason: enumOf(RemovedFromRound, "why it was taken out").default("poison") })).default([])
+    .meta({ description: "rollouts taken out of the round (isolated as poison, or a log-prob gap far from the rest's): rejected, not trained" }),
   rows: nonNegativeInt(),
   trigger: enumOf(RoundTrigger, "what closed it"),
   advantage: z.object({ estimator: enumOf(AdvantageEstimator, "the estimator"), eps: z.number(), gamma: z.number() }),

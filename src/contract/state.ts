@@ -25,8 +25,12 @@ export const StateRecord = z.object({
   reference: z.object({ path: z.string(), sha256: sha256Hex().nullable(), objects: StoredFolder.optional() }),
   last_seq: nonNegativeInt().meta({ description: "highest stream sequence of the committed rounds' events" }),
   ack_floor: nonNegativeInt().meta({ description: "the consumer's ack floor seen at commit time: where a re-created consumer starts" }),
-  recent_adapters: z.array(z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }))
-    .meta({ description: "the adapters served last, in the order they were announced (published, or rolled back to), the one served now last: a rollout's staleness is how many came after its adapter; their sha256 checks a rollout's adapter.sha256" }),
+  recent_adapters: z.array(z.object({
+    round: nonNegativeInt(),
+    sha256: sha256Hex().nullable(),
+    seq: nonNegativeInt().optional().meta({ description: "the rollout stream's last sequence when it was committed: a rollout at or below it reached the stream before this adapter was announced, and is judged without it (absent: before every rollout)" }),
+  }))
+    .meta({ description: "the adapters served last, in the order they were announced (published, or rolled back to), the one served now last: a rollout's staleness is how many came after its adapter and before the rollout reached the stream; their sha256 checks a rollout's adapter.sha256" }),
   unpublished: z.array(nonNegativeInt()).default([])
     .meta({ description: "the latest rounds (up to 256) committed without publishing an adapter (rejected by the gate, empty, or rolled back in their own commit): a rollout naming one of them is unknown_adapter" }),
   // issue 23, the live-outcome guard: defaults so that records written before it read as "nothing observed yet"

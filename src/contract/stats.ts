@@ -28,3 +28,12 @@ export type PpoStats = z.infer<typeof PpoStats>;
 
 /** The statistics the health gate and the monitors read, in order. */
 export const GATED_STATS = ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs"] as const;
+
+/** Beside stats.json: each row's Σ old − vllm_logp, in train.jsonl's order (written before stats.json). The daemon
+ *  reads it for `gate.maxRolloutLogpGapAbs`; a trainer that does not write it (the seed) leaves that check undone. */
+export const LOGP_GAPS_FILE = "logp_gaps.json";
+
+export const LogpGaps = z.object({
+  gaps: z.array(statNumber()).meta({ description: "per row of train.jsonl, in its order: Σ old − vllm_logp of the code" }),
+}).meta({ description: "logp_gaps.json of a PPO round" });
+export type LogpGaps = z.infer<typeof LogpGaps>;

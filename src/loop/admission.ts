@@ -135,7 +135,7 @@ export class Admission {
     // judgement: a rollout trained long ago is stale now, and a configuration tightened since may refuse it.
     if (await this.#committedAlready(idOf(msg.data, ctx.config.limits.maxDepth, Infinity), msg.seq)) return this.#ackCommitted(msg);
     const rollout = parseRollout(msg.data, this.#validate);
-    checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness);
+    checkAdapter(rollout.adapter, ctx.state.record, ctx.config.offPolicy.maxStaleness, msg.seq);
     this.#claimId(rollout.id, msg.seq);
     try {
       await this.#checkNotConsumed(rollout.id, msg.seq);

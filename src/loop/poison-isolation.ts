@@ -6,15 +6,17 @@
 // when it fails twice on its own.
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { Manifest } from "../contract/index.js";
+import type { Manifest, RemovedFromRound } from "../contract/index.js";
 import { writeFileAtomic } from "../files.js";
 import type { ProbeResult } from "./probe.js";
 
+/** A rollout taken out of its round: rejected with `reason`, its rows not trained. */
 export interface Culprit {
   seq: number;
   id: string;
   rows: number;
   error: string;
+  reason: RemovedFromRound;
 }
 
 export interface PartTrainer {
@@ -55,7 +57,7 @@ export async function isolatePoison(manifest: Manifest, dir: string, trainer: Pa
       const again = await fails(part);
       if (again === null) return;
       const { event } = part[0] as Member;
-      culprits.push({ seq: event.seq, id: event.id, rows: event.rows, error: errorSummary(again) });
+      culprits.push({ seq: event.seq, id: event.id, rows: event.rows, error: errorSummary(again), reason: "poison" });
       return;
     }
     const half = Math.ceil(part.length / 2);

@@ -77,14 +77,15 @@ export async function targetFolder(store: ObjectStore, record: StateRecord, roun
   return { ...entry, path: dir };
 }
 
-/** The record once rolled back to `target` (same committed round; the next round continues the target). */
-export function rolledBack(record: StateRecord, target: LineageEntry, info: RollbackInfo): StateRecord {
+/** The record once rolled back to `target` (same committed round; the next round continues the target); `streamSeq`
+ *  the rollout stream's last sequence now. */
+export function rolledBack(record: StateRecord, target: LineageEntry, info: RollbackInfo, streamSeq: number): StateRecord {
   const at = new Date().toISOString();
   return {
     ...record,
     adapter: { round: target.round, path: target.path, sha256: target.sha256, ...(target.objects ? { objects: target.objects } : {}) },
     // served again: it moves to the end of the serving order, so the staleness rule (staleness.ts) counts from it
-    recent_adapters: withRecentAdapter(record, target.round, target.sha256),
+    recent_adapters: withRecentAdapter(record, target.round, target.sha256, streamSeq),
     lineage: [...record.lineage.filter((e) => e.round !== target.round), target],
     rollback: {
       seq: (record.rollback?.seq ?? 0) + 1, trigger: info.trigger, from: record.adapter.round, to: target.round,

@@ -5,11 +5,13 @@
 // Training never gives up on a round (docs/daemon.md "Faults"): a failed attempt is judged by the probe — when the
 // probe fails too, the trainer or its host is at fault: the daemon is degraded and retries with backoff, rejecting
 // nothing; when the probe trains, the round's rows are suspect: after a second failure the rollouts it fails on are
-// isolated (poison-isolation.ts), rejected as `poison`, and the rest of the round trains.
-import { rename, rm } from "node:fs/promises";
+// isolated (poison-isolation.ts), rejected as `poison`, and the rest of the round trains. A trained round's rollouts
+// far from the trainer's log-probs while most agree are taken out the same way (logp-outliers.ts, `logp_mismatch`)
+// and the rest trained again, before the gate judges the round's means.
+import { readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
-import { adapterName, type FaultKind, type PpoStats, type RoundOutcome, type RoundTrigger } from "../contract/index.js";
+import { adapterName, ROLLOUT_STREAM, type FaultKind, type PpoStats, type RoundOutcome, type RoundTrigger } from "../contract/index.js";
 import { sha256, sha256File, writeFileAtomic } from "../files.js";
 import { PhaseClock } from "../phase-clock.js";
 import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./assemble.js";
@@ -20,6 +22,7 @@ import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.
 import { isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate, nonFiniteStat } from "./gate.js";
+import { logpOutliers } from "./logp-outliers.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
@@ -71,6 +74,8 @@ export class RoundRunner {
   #known = new Map<number, RoundRollout>();
   /** ms timestamp of the round in hand's last rollout in, for the round-latency histogram (unknown when resumed) */
   #lastArrival: number | null = null;
+  /** the trainer's log-prob gaps could not be read once (said once per process) */
+  #gapsUnchecked = false;
 
   constructor(private readonly deps: RunnerDeps) {}
 
@@ -210,7 +215,7 @@ export class RoundRunner {
     // NATS or the disk failing meanwhile is retried; only what cannot be done as asked ends the request
     const target = await retrying(() => targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log),
       { what: `rollback target round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isRollbackRefused });
-    const next = await retrying(async () => storeContinuation(this.deps.adapters, ctx.nats.jsm, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }), prev),
+    const next = await retrying(async () => storeContinuation(this.deps.adapters, ctx.nats.jsm, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }, await this.#streamSeq()), prev),
       { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isRollbackRefused });
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
@@ -240,10 +245,15 @@ export class RoundRunner {
 
   async #trainUntilDone(initial: Manifest, dir: string): Promise<Trained> {
     const { ctx } = this;
-    const finished = await this.#finishedAttempt(initial, dir);
-    if (finished) return finished;
-    const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
     let manifest = initial;
+    await this.#rowsAsManifest(manifest, dir);
+    const finished = await this.#finishedAttempt(initial, dir);
+    if (finished) {
+      const without = await this.#withoutOutliers(finished.manifest, dir, finished.outDir as string);
+      if (without === null) return finished;
+      manifest = without;
+    }
+    const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
     let suspect = 0; // consecutive failures with the probe training: the rows are suspect
     let unreproduced = 0; // isolations that found no culprit
     for (;;) {
@@ -257,7 +267,12 @@ export class RoundRunner {
       const outDir = attemptOutDir(dir, attempt);
       const result = await this.#attempt(manifest, dir, outDir);
       const garbage = "stats" in result ? nonFiniteStat(result.stats) : null;
-      if ("stats" in result && garbage === null) return this.#trained(manifest, result.stats, outDir);
+      if ("stats" in result && garbage === null) {
+        const without = await this.#withoutOutliers(manifest, dir, outDir);
+        if (without === null) return this.#trained(manifest, result.stats, outDir);
+        manifest = without; // trained again without them: their rows moved the round's statistics
+        continue;
+      }
       this.#throwIfStopping();
       const fault = await this.#blame(manifest);
       // non-finite statistics are the round's (the gate rejects it) unless the probe's are too: then the trainer or
@@ -375,6 +390,31 @@ export class RoundRunner {
     }
   }
 
+  /** The round without the rollouts its trained attempt in `outDir` shows far from the trainer (logp-outliers.ts),
+   *  that attempt removed; null when there are none (or the trainer wrote no gaps: said once). */
+  async #withoutOutliers(manifest: Manifest, dir: string, outDir: string): Promise<Manifest | null> {
+    const check = await logpOutliers(manifest, outDir, this.ctx.config.gate.maxRolloutLogpGapAbs);
+    if (check.kind === "unchecked" && !this.#gapsUnchecked) {
+      this.#gapsUnchecked = true;
+      this.ctx.log.warn({ round: manifest.round, why: check.why }, "gate.maxRolloutLogpGapAbs: rollouts not checked one by one");
+    }
+    if (check.kind !== "outliers") return null;
+    await rm(outDir, { recursive: true, force: true });
+    return this.#withoutPoison(manifest, dir, check.culprits);
+  }
+
+  /** train.jsonl as the manifest says (its sha256): a daemon killed while rollouts were taken out of the round wrote
+   *  the new manifest but not the rows that go with it; they are rebuilt from the manifest's events. */
+  async #rowsAsManifest(manifest: Manifest, dir: string): Promise<void> {
+    const file = join(dir, TRAIN_FILE);
+    const text = await readFile(file, "utf8").catch(() => null);
+    if (text !== null && sha256(text) === manifest.train_sha256) return;
+    const rebuilt = trainJsonl(await this.#rolloutsOf(manifest.round, manifest.events), manifest.advantage);
+    await writeFileAtomic(file, rebuilt);
+    const same = sha256(rebuilt) === manifest.train_sha256;
+    this.ctx.log.warn({ round: manifest.round, rows: manifest.rows, same }, "train.jsonl did not match the round's manifest: rebuilt from its events");
+  }
+
   /** The round without its poison rollouts: train.jsonl rebuilt from the rest (their advantages recomputed). */
   async #withoutPoison(manifest: Manifest, dir: string, culprits: Culprit[]): Promise<Manifest> {
     const { ctx } = this;
@@ -382,19 +422,21 @@ export class RoundRunner {
     const events = manifest.events.filter((e) => !bad.has(e.seq));
     const items = await this.#rolloutsOf(manifest.round, events);
     const text = trainJsonl(items, manifest.advantage);
-    await writeFileAtomic(join(dir, TRAIN_FILE), text);
-    for (const c of culprits) {
-      await Promise.all(Array.from({ length: c.rows }, (_, k) => rm(join(dir, "frames", frameFileName(c.seq, k)), { force: true })));
-    }
     const next = updated(manifest, {
       status: "assembled", events, poisoned: [...manifest.poisoned, ...culprits],
       rows: events.reduce((n, e) => n + e.rows, 0), train_sha256: sha256(text),
     });
+    // the manifest first: a daemon killed before train.jsonl follows rebuilds it from the manifest (#rowsAsManifest)
     await writeManifest(dir, next);
-    ctx.log.warn({ round: manifest.round, poisoned: culprits.map((c) => ({ id: c.id, error: c.error })), rows: next.rows }, "poison rollouts removed from the round");
+    await pausePoint("isolated", manifest.round, ctx.log);
+    await writeFileAtomic(join(dir, TRAIN_FILE), text);
+    for (const c of culprits) {
+      await Promise.all(Array.from({ length: c.rows }, (_, k) => rm(join(dir, "frames", frameFileName(c.seq, k)), { force: true })));
+    }
+    ctx.log.warn({ round: manifest.round, removed: culprits.map((c) => ({ id: c.id, reason: c.reason, error: c.error })), rows: next.rows }, "rollouts taken out of the round");
     await ctx.events.round({
       type: "round.isolated", round: manifest.round, rows: next.rows, sha256: events.length > 0 ? next.train_sha256 : null,
-      poisoned: culprits.map((c) => ({ seq: c.seq, id: c.id, error: c.error })),
+      poisoned: culprits.map((c) => ({ seq: c.seq, id: c.id, error: c.error, reason: c.reason })),
     });
     return next;
   }
@@ -451,20 +493,27 @@ export class RoundRunner {
     return { path: target, sha256: await sha256File(join(target, "adapter_model.safetensors")) };
   }
 
-  /** Poison rejections are recorded before the commit (idempotent by message id), terminated after it. */
+  /** Rejections of the rollouts taken out are recorded before the commit (idempotent by message id), terminated after it. */
   async #recordRejections(manifest: Manifest): Promise<void> {
     const { ctx } = this;
     for (const p of manifest.poisoned) {
-      await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: "poison", message: p.error, round: manifest.round }), {
+      await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: p.reason, message: p.error, round: manifest.round }), {
         what: "poison rejection", log: ctx.log, health: this.#health(), stop: ctx.stopSignal,
       });
     }
   }
 
+  /** The rollout stream's last sequence: the rollouts up to it reached the stream before what is being committed is
+   *  announced (staleness.ts). */
+  async #streamSeq(): Promise<number> {
+    return (await this.ctx.nats.jsm.streams.info(ROLLOUT_STREAM)).state.last_seq;
+  }
+
   async #nextState(manifest: Manifest, verdict: Verdict, adapter: { path: string; sha256: string } | null, outcomes: StateRecord["outcomes"]): Promise<StateRecord> {
     // a rollback decided in this commit comes first: the round's own adapter, when it has one, continues its target
     const committed = this.ctx.state.record;
-    const prev = verdict.rollback ? rolledBack(committed, verdict.rollback.target, verdict.rollback.info) : committed;
+    const streamSeq = await this.#streamSeq();
+    const prev = verdict.rollback ? rolledBack(committed, verdict.rollback.target, verdict.rollback.info, streamSeq) : committed;
     const floor = await this.deps.ackFloor();
     const seqs = [...manifest.events, ...manifest.poisoned].map((e) => e.seq);
     const adapterRound = adapter ? manifest.round : prev.adapter.round;
@@ -476,7 +525,7 @@ export class RoundRunner {
       adapter: adapter ? { round: manifest.round, path: adapter.path, sha256: adapter.sha256 } : prev.adapter,
       // a target trained from in this very commit is not served on its own: the round's adapter follows at once, so
       // staleness counts one adapter announced, not two (late rollouts of the regressed one stay one behind)
-      recent_adapters: adapter ? withRecentAdapter(committed, manifest.round, adapter.sha256) : prev.recent_adapters,
+      recent_adapters: adapter ? withRecentAdapter(committed, manifest.round, adapter.sha256, streamSeq) : prev.recent_adapters,
       unpublished: adapter ? prev.unpublished : withUnpublished(prev, manifest.round),
       last_seq: Math.max(prev.last_seq, ...seqs),
       ack_floor: Math.max(prev.ack_floor, floor ?? 0),

@@ -5,21 +5,29 @@
 // r7 (served until the rollback: nothing is wrong with them) are 1 behind — usable off-policy data for the r5
 // lineage, as any rollout of the adapter served before — and a round that committed without publishing an adapter
 // (the record's `unpublished`) is unknown.
-// A given sha256 must match the one the loop published for that round.
+// A rollout is judged by the adapters announced before it reached the stream (each entry's `seq`, the stream's last
+// sequence at its commit): its verdict is the same whenever it is judged — on arrival, redelivered after a restart,
+// or after a fault of the host kept it waiting while rounds committed — so no restart or outage makes a good rollout
+// stale. A given sha256 must match the one the loop published for that round.
 import { RolloutRejectedError } from "./errors.js";
 import type { RolloutCompleted } from "../contract/index.js";
 import type { StateRecord } from "./state.js";
 
-export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateRecord, maxStaleness: number): void {
+/** `seq`: the rollout's stream sequence. */
+export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateRecord, maxStaleness: number, seq: number): void {
   // records written before the serving order was kept may list nothing: then the served adapter is all there is
-  const served = state.recent_adapters.length > 0 ? state.recent_adapters : [{ round: state.adapter.round, sha256: state.adapter.sha256 }];
-  const newest = Math.max(...served.map((a) => a.round));
+  const announced = state.recent_adapters.length > 0 ? state.recent_adapters : [{ round: state.adapter.round, sha256: state.adapter.sha256 }];
+  const newest = Math.max(...announced.map((a) => a.round));
   if (adapter.round > newest) {
     throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round} but the latest published adapter is round ${newest}`);
   }
   if (state.unpublished.includes(adapter.round)) {
     throw new RolloutRejectedError("unknown_adapter", `'adapter.round' is ${adapter.round}, a round that published no adapter`);
   }
+  // the order as the rollout met it; its own adapter announced again since (a rollback to it) counts where it is now
+  const before = announced.filter((a) => a.seq === undefined || a.seq < seq);
+  const own = (list: typeof announced) => list.some((a) => a.round === adapter.round);
+  const served = own(before) || !own(announced) ? before : announced;
   let index = served.length - 1;
   while (index >= 0 && served[index]?.round !== adapter.round) index--;
   if (index < 0) {

@@ -63,6 +63,8 @@ export function withUnpublished(record: StateRecord, round: number): StateRecord
   return [...record.unpublished.filter((r) => r !== round), round].slice(-UNPUBLISHED_KEPT);
 }
 
-export function withRecentAdapter(record: StateRecord, round: number, sha256: string | null): StateRecord["recent_adapters"] {
-  return [...record.recent_adapters.filter((a) => a.round !== round), { round, sha256 }].slice(-RECENT_ADAPTERS);
+/** The record's serving order once `round` is announced, with `seq` the rollout stream's last sequence at its commit
+ *  (staleness.ts: rollouts at or below it are judged without it). */
+export function withRecentAdapter(record: StateRecord, round: number, sha256: string | null, seq: number): StateRecord["recent_adapters"] {
+  return [...record.recent_adapters.filter((a) => a.round !== round), { round, sha256, seq }].slice(-RECENT_ADAPTERS);
 }

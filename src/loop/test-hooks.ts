@@ -7,10 +7,13 @@
 //   committed   the state record moved in KV, no message acked yet
 //   publishing  the adapter files are in the object store, not yet announced
 //   announced   the adapter is announced, its round.published lifecycle event not yet
+//   isolated    rollouts taken out of a trained round: its new manifest written, train.jsonl not yet rebuilt (a
+//               round with no rollout taken out never reaches it)
 import type { Logger } from "pino";
 
+/** The points every round passes. */
 export const PAUSE_PHASES = ["intake", "assembling", "training", "committed", "publishing", "announced"] as const;
-export type PausePhase = (typeof PAUSE_PHASES)[number];
+export type PausePhase = (typeof PAUSE_PHASES)[number] | "isolated";
 
 let fired = false;
 

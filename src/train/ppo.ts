@@ -17,7 +17,7 @@ import { deviceMemoryStats, type Model, type Optimizer } from "../native.js";
 import { batches, rankOrder, strided } from "./batching.js";
 import { loadCollator, type Collator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
-import { encodeStats } from "../contract/index.js";
+import { encodeStats, encodeWithNonFinite, LOGP_GAPS_FILE, type LogpGaps } from "../contract/index.js";
 import { writeFileAtomic } from "./files.js";
 import type { TrainJob } from "../contract/index.js";
 import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP } from "./hyperparameters.js";
@@ -115,12 +115,13 @@ export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets
     Float32Array.of(mean(last.map((s) => s.pg)), mean(last.map((s) => s.kl)), mean(last.map((s) => s.clipFrac))),
   );
   const oldSums = rowSums(fixed.old, fixed.n); // complete now: the first update's rows were filled in after it
-  const stats = roundStats(totals, oldSums, vllm, rows.length, (performance.now() - start) / 1000, job);
+  const gaps = Array.from(oldSums, (o, i) => o - vllm[i]!);
+  const stats = roundStats(totals, oldSums, vllm, gaps, (performance.now() - start) / 1000, job);
   const peak = deviceMemoryStats(model.info.device).peakAllocatedBytes; // since runJob's reset at the job start
   if (peak > 0) stats.gpu_memory_bytes = peak; // the daemon's stats events report it (gpuMemory)
   if (ctx.rank === 0) {
     const saving = performance.now();
-    await saveRound(optimizer, job.out, stats, start);
+    await saveRound(optimizer, job.out, stats, gaps, start);
     ctx.log.info({ seconds: secondsSince(saving), out: job.out }, "ppo saved");
   }
   return { kind: "ppo", stats, updates, optimizerFrom, out: job.out };
@@ -290,31 +291,33 @@ export function truncatedWeights(oldSums: Float64Array, vllm: Float64Array, cap:
   return Float32Array.from(oldSums, (o, i) => Math.min(Math.exp(o - vllm[i]!), cap));
 }
 
+/** `gaps`: each row's Σ old − vllm_logp. */
 function roundStats(
   totals: Float32Array,
   oldSums: Float64Array,
   vllm: Float64Array,
-  rows: number,
+  gaps: number[],
   seconds: number,
   job: TrainJob,
 ): PpoStats {
-  const gaps = Array.from(oldSums, (o, i) => o - vllm[i]!);
   const stats: PpoStats = {
     pg_loss: round4(totals[0]!),
     kl: round4(totals[1]!),
     clip_frac: round4(totals[2]!),
     logp_gap: round4(mean(gaps)),
     logp_gap_abs: round4(mean(gaps.map(Math.abs))),
-    rows,
+    rows: gaps.length,
     train_s: Math.round(seconds),
   };
   if (job.mismatch_stats || job.tis_cap !== null) stats.mismatch = mismatchStats(oldSums, vllm, job.tis_cap);
   return stats;
 }
 
-/** Adapter and optimizer state, then stats.json, whose train_s counts the saving too (as the seed's does). */
-async function saveRound(optimizer: Optimizer, out: string, stats: PpoStats, start: number): Promise<void> {
+/** Adapter and optimizer state, each row's log-prob gap, then stats.json (last: it marks the folder finished), whose
+ *  train_s counts the saving too (as the seed's does). */
+async function saveRound(optimizer: Optimizer, out: string, stats: PpoStats, gaps: number[], start: number): Promise<void> {
   await optimizer.saveWithAdapter(out, OPTIMIZER_FILE);
+  await writeFileAtomic(join(out, LOGP_GAPS_FILE), encodeWithNonFinite({ gaps: gaps.map(round4) } satisfies LogpGaps));
   stats.train_s = Math.round(secondsSince(start));
   await writeFileAtomic(join(out, "stats.json"), encodeStats(stats));
 }

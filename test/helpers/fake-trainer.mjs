@@ -3,7 +3,8 @@
 // loop-real-trainer.test.ts): the seed's flags (--data --adapter --ref --out --epochs --lr --batch --accumulation
 // --seed), the seed's outputs (a PEFT-layout adapter dir: adapter_config.json + adapter_model.safetensors with a few
 // small float32 LoRA tensors, optimizer.safetensors, stats.json with the seed's fields). It does no learning:
-// the new tensors are the parent's plus a deterministic step from the rows' mean advantage. It checks what the
+// the new tensors are the parent's plus a deterministic step from the rows' mean advantage; each row's log-prob gap
+// (logp_gaps.json, and the stats' logp_gap) is -0.001·vllm_logp. It checks what the
 // daemon promises the trainer: cwd is the job's folder, every row's image is a readable PNG relative to it.
 // Test knobs (env):
 //   FAKE_TRAINER_FAIL_ROUNDS / FAKE_TRAINER_NAN_ROUNDS: comma-separated round folder names ("000002") to fail / to
@@ -114,6 +115,7 @@ const stats = {
   logp_gap_abs: Number((gap.reduce((s, g) => s + Math.abs(g), 0) / rows.length).toFixed(4)), rows: rows.length, train_s: 0,
   gpu_memory_bytes: 2 ** 30, // as the real trainer writes on a GPU
 };
+writeFileSync(join(tmp, "logp_gaps.json"), JSON.stringify({ gaps: gap }));
 // Python's json.dumps writes NaN bare; so does this double, to exercise the daemon's lenient stats parser
 writeFileSync(join(tmp, "stats.json"), JSON.stringify(stats).replace('"NaN"', "NaN"));
 if (existsSync(a.out)) throw new Error(`${a.out} exists`);

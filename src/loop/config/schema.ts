@@ -141,6 +141,7 @@ const Gate = z.strictObject({
   maxKl: doc(threshold().default(null), "… when `kl` (to the reference adapter) exceeds this"),
   maxClipFrac: doc(threshold().default(null), "… when `clip_frac` exceeds this"),
   maxMismatchKl: doc(threshold().default(null), "… when `mismatch.k3` (sampler/trainer mismatch KL; needs `trainer.mismatchStats`) exceeds this"),
+  maxRolloutLogpGapAbs: doc(threshold().default(10), "before the round's gate: a rollout whose mean over its steps of |Σ old − vllm_logp| (nats; the trainer's `logp_gaps.json`) exceeds this, while fewer than half of its round's rollouts do, is rejected (`logp_mismatch`) and the round trained again without it — one rollout's wrong `vllm_logp` must not move the round's `logp_gap_abs` or `mismatch.k3` past their limits. When half or more exceed it, the sampler and the trainer disagree as a whole and the round's own gate judges; null = off"),
 });
 
 // issue 23: the live-outcome guard (src/loop/guard.ts; docs/daemon.md "The live-outcome guard")

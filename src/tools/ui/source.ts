@@ -23,6 +23,7 @@ import {
   RollbackTrigger, RoundEvent, RoundSummary, ROUNDS_QUERY_MAX, STATE_BUCKET, StatsEvent, parseStateRecord, stateKey, subjects,
   type GuardEvidence, type PpoStats, type StateRecord,
 } from "../../contract/index.js";
+import { removedRollouts } from "../removed-rollouts.js";
 import type { RollbackEvidence, RollbackRow, UiLive } from "./model.js";
 import { UiStore, type RoundChange } from "./store.js";
 
@@ -153,7 +154,7 @@ export function applyRound(store: UiStore, raw: unknown): void {
     case "round.attempt_failed":
       return store.round(e.round, { status: `attempt ${e.attempt} failed`, note: `${e.fault}: ${e.error}` });
     case "round.isolated":
-      return store.round(e.round, { status: "isolated", rows: e.rows, note: `${e.poisoned.length} rollout(s) rejected as poison` });
+      return store.round(e.round, { status: "isolated", rows: e.rows, note: removedRollouts(e) });
     case "round.rejected":
       store.round(e.round, { status: "rejected", note: e.reason, ...(e.stats ? statsChange(e.stats) : {}) });
       return store.adapter({ round: e.round, name: null, sha256: null, verdict: "refused", reason: e.reason, atMs: at });

@@ -1,6 +1,7 @@
 // What `rlloop watch` knows about a running loop, and how each message changes it. Pure reducers: every function
 // returns a new state and never reads a clock (receipt times are passed in), so the view is testable from tables.
 import type { PpoStats, ReplicaEvent, RoundEvent, RoundSummary, StatsEvent } from "../../contract/index.js";
+import { removedRollouts } from "../removed-rollouts.js";
 
 export interface RoundRow {
   round: number;
@@ -83,7 +84,7 @@ export function withRoundEvent(state: WatchState, event: RoundEvent): WatchState
       case "round.attempt_failed":
         return { ...row, status: `failed #${event.attempt}`, reason: `${event.fault}: ${event.error}` };
       case "round.isolated":
-        return { ...row, status: "isolated", rows: event.rows, reason: `${event.poisoned.length} poison rollout(s) rejected` };
+        return { ...row, status: "isolated", rows: event.rows, reason: removedRollouts(event) };
       case "round.committed":
         // the outcome is what an operator cares about; "committed" alone would hide a rejection
         return { ...row, status: event.outcome };
