@@ -109,9 +109,10 @@ async function main() {
     initial = join(fx, "adapter");
     trainer = { command: null, resident: true, model: join(fx, "model"), prompt: join(fx, "prompt.jinja"), device: "cpu", dtype: "float32", batch: 2, env: { RLLOOP_LOG_LEVEL: "warn" }, retryMinS: 0.3, retryMaxS: 2 };
   }
-  // the test double's gaps are -0.001·vllm_logp (0.999 for a "gap" rollout); the tiny real model's good rows are tens of
-  // nats from the rollouts' made-up log-probs, a "gap" one's ~1000
-  const gate = { maxRolloutLogpGapAbs: REAL ? 300 : 0.5 };
+  // the test double's gaps are -0.001·vllm_logp (~0.001, 0.999 for a "gap" rollout): a round's mean |gap| passes 0.05
+  // without a "gap" rollout, not with one. The tiny real model's good rows are tens of nats from the rollouts'
+  // made-up log-probs, a "gap" one's ~1000
+  const gate = REAL ? { maxLogpGapAbs: 100, maxRolloutLogpGapAbs: 300 } : { maxLogpGapAbs: 0.05, maxRolloutLogpGapAbs: 0.5 };
   const file = env.writeConfig({
     adapter: { initial }, trainer, gate, round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 1000 }, log: { level: "info" },
   });

@@ -65,6 +65,37 @@ describe("loop - the adapter files a trainer hands the daemon", () => {
     }
   });
 
+  it("finds a NaN past the first chunk it reads (16 MiB), in a tensor that straddles chunks", async () => {
+    const dir = await adapter();
+    const data = new Float32Array(5_000_000); // 20 MB
+    const big = new Map([["big", { shape: [data.length], data }], ["small", { shape: [2], data: Float32Array.of(1, 2) }]]);
+    await writeSafetensors(weights(dir), big, { misalignData: true });
+    expect(await checkAdapterFiles(dir)).toBeNull();
+    data[data.length - 1] = Number.NaN;
+    await writeSafetensors(weights(dir), big, { misalignData: true });
+    expect(await checkAdapterFiles(dir)).toBe("adapter tensor big is not finite");
+  });
+
+  it("reads float64 and float16 by their own exponents, and every other dtype as it comes", async () => {
+    /** One tensor of `dtype` holding `bytes`, beside an int32 tensor of all-ones bits (not a float: never "NaN"). */
+    const file = async (dtype: string, bytes: Buffer) => {
+      const dir = await adapter();
+      const header = JSON.stringify({ ints: { dtype: "I32", shape: [1], data_offsets: [0, 4] }, x: { dtype, shape: [bytes.length / (dtype === "F64" ? 8 : 2)], data_offsets: [4, 4 + bytes.length] } });
+      const length = Buffer.alloc(8);
+      length.writeBigUInt64LE(BigInt(header.length));
+      await writeFile(weights(dir), Buffer.concat([length, Buffer.from(header), Buffer.from([0xff, 0xff, 0xff, 0xff]), bytes]));
+      return checkAdapterFiles(dir);
+    };
+    const f64 = (...values: number[]) => Buffer.from(Float64Array.from(values).buffer);
+    const f16 = (...bits: number[]) => Buffer.from(Uint16Array.from(bits).buffer);
+    expect(await file("F64", f64(1e308, -0, 5e-324))).toBeNull();
+    expect(await file("F64", f64(1, Number.NaN))).toBe("adapter tensor x is not finite");
+    expect(await file("F64", f64(Number.NEGATIVE_INFINITY, 1))).toBe("adapter tensor x is not finite");
+    expect(await file("F16", f16(0x7bff, 0xfbff, 0x0001))).toBeNull(); // ±65504 and the smallest subnormal
+    expect(await file("F16", f16(0x3c00, 0x7e00))).toBe("adapter tensor x is not finite"); // NaN
+    expect(await file("F16", f16(0xfc00))).toBe("adapter tensor x is not finite"); // -inf
+  });
+
   it.each([
     ["truncated by one byte", async (dir: string) => truncate(weights(dir), (await stat(weights(dir))).size - 1), /not a whole safetensors file/],
     ["truncated inside its header", async (dir: string) => truncate(join(dir, "adapter_model.safetensors"), 20), /a header of \d+ bytes in a file of 20/],

@@ -109,7 +109,7 @@ describe("loop - crash safety", () => {
     // strictly on-policy: a rollout of r0 that reached the stream before r1 was announced is fresh; after, it is stale
     const config = env.writeConfig({
       round: { rows: 8, maxWaitS: 600, minRows: 1 }, offPolicy: { maxStaleness: 0 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
-      trainer: { env: { FAKE_TRAINER_SLEEP_MS: "1500" } },
+      trainer: { env: { FAKE_TRAINER_SLEEP_MS: "3000" } },
     });
     const first = spawnDaemon(config);
     await first.waitForLog("started", (l) => l.msg === "daemon started");
@@ -148,7 +148,7 @@ describe("loop - crash safety", () => {
     env = await startLoopEnv();
     const config = env.writeConfig({
       round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
-      gate: { maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
+      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
     });
     const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("killed-gap", i, { steps: 2 })));
     for (const step of rollouts[1]!.steps) step.vllm_logp = -999;

@@ -281,9 +281,12 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(manifest?.poisoned).toEqual([expect.objectContaining({ id: "gap-5", reason: "logp_mismatch" })]);
     const [rejected] = await eventsOn<{ reason: string; message: string; round: number }>(e.jsm, subjects(POLICY).rejected);
     expect(rejected).toMatchObject({ reason: "logp_mismatch", round: 1 });
-    expect(rejected?.message).toMatch(/averages 0\.9990 over its 1 step\(s\), above gate.maxRolloutLogpGapAbs 0\.5/);
+    expect(rejected?.message).toMatch(/averages 0\.9990 over its 1 step\(s\), 0\.99\d+ from its round's median 0\.00\d+: more than gate.maxRolloutLogpGapAbs 0\.5/);
     const isolated = (await eventsOn<{ type: string; poisoned: Array<{ id: string; reason: string }> }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.isolated");
     expect(isolated.map((r) => r.poisoned)).toEqual([[expect.objectContaining({ id: "gap-5", reason: "logp_mismatch" })]]);
+    const scrape = await (await fetch(`http://127.0.0.1:${daemon!.metricsPort}/metrics`)).text();
+    expect(scrape).toContain('rlloop_rollouts_rejected_total{reason="logp_mismatch"} 1');
+    expect(scrape).toContain('rlloop_rollouts_rejected_total{reason="poison"} 0');
 
     // a sampler that disagrees as a whole (half the round or more) singles out no rollout: the round's gate judges
     const wrong = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("allgap", i, { steps: 1 })));

@@ -84,13 +84,24 @@ describe("loop - staleness", () => {
     expect(reason(1, state, 0, undefined, 250)).toBe("stale_adapter");
     expect(reason(1, state, 1, undefined, 301)).toBe("stale_adapter"); // arrived after r3 too: two behind
     expect(reason(2, state, 0, undefined, 250)).toBe("ok");
-    // an adapter not announced when the rollout arrived is still known now: judged by what is known now
-    expect(reason(4, state, 0, undefined, 250)).toBe("stale_adapter");
-    expect(reason(5, state, 0, undefined, 250)).toBe("ok");
+    // at its announcement's own sequence, a rollout reached the stream before it
+    expect(reason(1, state, 1, undefined, 300)).toBe("ok");
     // rolled back to r2 after the rollout arrived: r2 counts where it is now (fresh)
     const back = served([1, 2, 3, 2]);
     expect(reason(2, back, 0, undefined, 250)).toBe("ok");
     expect(reason(3, back, 0, undefined, 350)).toBe("ok");
     expect(reason(3, back, 0, undefined, 450)).toBe("stale_adapter");
+  });
+
+  it("a rollout that waited while the whole window was announced after it is judged as on arrival", () => {
+    // r1..r17 announced at 100..1700: a rollout of r1 that reached the stream at 150 was fresh, and r1 has left the
+    // 16-adapter window since; one of r1 at 350 was two behind (r2, r3)
+    const state = served(rounds(RECENT_ADAPTERS + 1));
+    expect(state.recent_adapters.every((a) => (a.seq ?? 0) > 150)).toBe(true);
+    expect(reason(1, state, 0, undefined, 150)).toBe("ok");
+    expect(reason(1, state, 1, undefined, 350)).toBe("stale_adapter");
+    expect(reason(1, state, 2, undefined, 350)).toBe("ok");
+    expect(reason(1, state, 100, undefined, Number.MAX_SAFE_INTEGER)).toBe("ok");
+    expect(reason(1, state, 15, undefined, Number.MAX_SAFE_INTEGER)).toBe("stale_adapter");
   });
 });

@@ -23,7 +23,7 @@ export const RejectReason = {
   image_too_large: "frame exceeds frames.maxBytes or frames.maxPixels",
   image_shape: "frame's aspect ratio is over 200:1, beyond the model's image processor",
   image_outside_roots: "frame path is outside frames.roots",
-  stale_adapter: "served by an adapter older than offPolicy.maxStaleness rounds",
+  stale_adapter: "served by an adapter more than offPolicy.maxStaleness adapters behind when it reached the stream",
   unknown_adapter: "served by an adapter round the loop has not published",
   adapter_mismatch: "adapter sha256 differs from the published one",
   duplicate_id: "a rollout with this id was already consumed",
@@ -50,7 +50,7 @@ export type RoundTrigger = keyof typeof RoundTrigger;
 export const RoundOutcome = {
   published: "adapter passed the health gate and was published",
   rejected: "adapter failed the health gate; parent adapter kept, rollouts consumed",
-  empty: "every rollout of the round was rejected as poison; nothing trained, parent adapter kept",
+  empty: "every rollout of the round was taken out (poison, logp_mismatch); nothing trained, parent adapter kept",
 } as const;
 export type RoundOutcome = keyof typeof RoundOutcome;
 

@@ -7,7 +7,7 @@
 // The safetensors header is read by hand: the format is an 8-byte little-endian length, a JSON header of
 // {name: {dtype, shape, data_offsets}}, then the data (huggingface/safetensors, "Format"); no well-kept npm package
 // validates it without a model hub client around it.
-import { readFile } from "node:fs/promises";
+import { open, readFile, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 
 export const ADAPTER_CONFIG = "adapter_config.json";
@@ -32,6 +32,10 @@ interface TensorEntry {
   end: number;
 }
 
+/** Bytes read at a time when looking for non-finite values: the file is never held whole (an adapter may pass
+ *  Node's 2 GiB readFile limit), and the event loop gets a turn between reads. A multiple of every dtype's size. */
+const CHUNK_BYTES = 16 * 1024 * 1024;
+
 /**
  * Checks `dir`'s adapter_config.json (a JSON object) and adapter_model.safetensors (a whole, consistent file holding
  * at least one tensor). Throws AdapterFileError when either is unusable; resolves with the first tensor holding a
@@ -40,12 +44,20 @@ interface TensorEntry {
 export async function checkAdapterFiles(dir: string): Promise<string | null> {
   await checkConfig(join(dir, ADAPTER_CONFIG));
   const file = join(dir, ADAPTER_WEIGHTS);
-  const bytes = await readFile(file).catch((cause: unknown) => {
+  const handle = await open(file, "r").catch((cause: unknown) => {
     throw new AdapterFileError(`${file}: ${(cause as Error).message}`, { cause });
   });
-  const { tensors, dataStart } = parseSafetensors(bytes, file);
-  const bad = tensors.find((t) => !allFinite(bytes, dataStart + t.begin, dataStart + t.end, t.dtype));
-  return bad === undefined ? null : `adapter tensor ${bad.name} is not finite`;
+  try {
+    const { size } = await handle.stat();
+    const { tensors, dataStart } = await readLayout(handle, size, file);
+    const chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES); // its own ArrayBuffer: every typed view of it is aligned
+    for (const t of tensors) {
+      if (!(await allFinite(handle, chunk, dataStart + t.begin, dataStart + t.end, t.dtype))) return `adapter tensor ${t.name} is not finite`;
+    }
+    return null;
+  } finally {
+    await handle.close();
+  }
 }
 
 async function checkConfig(file: string): Promise<void> {
@@ -58,16 +70,21 @@ async function checkConfig(file: string): Promise<void> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new AdapterFileError(`${file} is not a JSON object`);
 }
 
-function parseSafetensors(bytes: Buffer, file: string): { tensors: TensorEntry[]; dataStart: number } {
+/** The header's tensors, checked against the file's size. */
+async function readLayout(handle: FileHandle, size: number, file: string): Promise<{ tensors: TensorEntry[]; dataStart: number }> {
   const fail = (why: string): never => {
     throw new AdapterFileError(`${file} is not a whole safetensors file: ${why}`);
   };
-  if (bytes.length < 8) fail(`${bytes.length} bytes`);
-  const headerBytes = Number(bytes.readBigUInt64LE(0));
-  if (headerBytes < 2 || headerBytes > MAX_HEADER_BYTES || 8 + headerBytes > bytes.length) fail(`a header of ${headerBytes} bytes in a file of ${bytes.length}`);
+  if (size < 8) fail(`${size} bytes`);
+  const prefix = Buffer.alloc(8);
+  await handle.read(prefix, 0, 8, 0);
+  const headerBytes = Number(prefix.readBigUInt64LE(0));
+  if (headerBytes < 2 || headerBytes > MAX_HEADER_BYTES || 8 + headerBytes > size) fail(`a header of ${headerBytes} bytes in a file of ${size}`);
+  const headerText = Buffer.alloc(headerBytes);
+  await handle.read(headerText, 0, headerBytes, 8);
   let header: unknown;
   try {
-    header = JSON.parse(bytes.subarray(8, 8 + headerBytes).toString("utf8"));
+    header = JSON.parse(headerText.toString("utf8"));
   } catch (cause) {
     fail(`its header is not JSON (${(cause as Error).message})`);
   }
@@ -78,13 +95,13 @@ function parseSafetensors(bytes: Buffer, file: string): { tensors: TensorEntry[]
     .map(([name, info]) => tensorEntry(name, info, fail));
   if (tensors.length === 0) fail("it holds no tensor");
   // the format's rule: the data is indexed whole, without holes or overlaps — a truncated file breaks it
-  tensors.sort((a, b) => a.begin - b.begin);
+  tensors.sort((a, b) => a.begin - b.begin || a.end - b.end);
   let at = 0;
   for (const t of tensors) {
     if (t.begin !== at) fail(`tensor ${t.name} starts at byte ${t.begin}, not ${at}`);
     at = t.end;
   }
-  if (dataStart + at !== bytes.length) fail(`its tensors end at byte ${dataStart + at} of ${bytes.length}`);
+  if (dataStart + at !== size) fail(`its tensors end at byte ${dataStart + at} of ${size}`);
   return { tensors, dataStart };
 }
 
@@ -102,29 +119,28 @@ function tensorEntry(name: string, info: unknown, fail: (why: string) => never):
   return { name, dtype: dtype as string, begin, end };
 }
 
-/** No NaN or infinity among the floats in bytes[begin, end): an all-ones exponent, read from the raw bits. */
-function allFinite(bytes: Buffer, begin: number, end: number, dtype: string): boolean {
-  switch (dtype) {
-    case "F32": return exponentsBelowMax(words(bytes, begin, end, 4), 1, 0, 0x7f800000);
-    case "F64": return exponentsBelowMax(words(bytes, begin, end, 4), 2, 1, 0x7ff00000); // each one's high word
-    case "BF16": return exponentsBelowMax(words(bytes, begin, end, 2), 1, 0, 0x7f80);
-    case "F16": return exponentsBelowMax(words(bytes, begin, end, 2), 1, 0, 0x7c00);
-    default: return true;
+/** No NaN or infinity among the floats in the file's bytes [begin, end): an all-ones exponent, read from the raw
+ *  bits, a chunk at a time. */
+async function allFinite(handle: FileHandle, chunk: Buffer, begin: number, end: number, dtype: string): Promise<boolean> {
+  const scan = FLOAT_SCANS[dtype];
+  if (scan === undefined) return true;
+  for (let at = begin; at < end; at += CHUNK_BYTES) {
+    const length = Math.min(CHUNK_BYTES, end - at);
+    const { bytesRead } = await handle.read(chunk, 0, length, at);
+    if (bytesRead !== length) throw new AdapterFileError(`a read of ${length} bytes at ${at} returned ${bytesRead}: the file changed while it was checked`);
+    if (!scan(chunk.buffer as ArrayBuffer, length)) return false; // allocUnsafeSlow's: never shared
   }
+  return true;
 }
 
-/** bytes[begin, end) as words of `size` bytes (typed arrays read the host's order: little-endian, as the file's, on
- *  every platform the trainer runs on), copied only where they are not aligned. A typed array's loop is several times
- *  Buffer.readUInt32LE's, which matters for the hundreds of MB of a large adapter. */
-function words(bytes: Buffer, begin: number, end: number, size: 2 | 4): Uint16Array | Uint32Array {
-  const Words = size === 2 ? Uint16Array : Uint32Array;
-  const at = bytes.byteOffset + begin;
-  const count = Math.floor((end - begin) / size);
-  if (at % size === 0) return new Words(bytes.buffer as ArrayBuffer, at, count); // readFile's Buffer: never shared
-  const copy = new Uint8Array(count * size);
-  copy.set(bytes.subarray(begin, begin + count * size));
-  return new Words(copy.buffer, 0, count);
-}
+/** Per float dtype: whether the first `length` bytes of `data` hold no all-ones exponent (typed arrays read the
+ *  host's order: little-endian, as the file's, on every platform the trainer runs on). F64: each one's high word. */
+const FLOAT_SCANS: Readonly<Record<string, (data: ArrayBuffer, length: number) => boolean>> = {
+  F32: (data, length) => exponentsBelowMax(new Uint32Array(data, 0, length / 4), 1, 0, 0x7f800000),
+  F64: (data, length) => exponentsBelowMax(new Uint32Array(data, 0, length / 4), 2, 1, 0x7ff00000),
+  BF16: (data, length) => exponentsBelowMax(new Uint16Array(data, 0, length / 2), 1, 0, 0x7f80),
+  F16: (data, length) => exponentsBelowMax(new Uint16Array(data, 0, length / 2), 1, 0, 0x7c00),
+};
 
 function exponentsBelowMax(values: Uint16Array | Uint32Array, stride: number, first: number, mask: number): boolean {
   for (let i = first; i < values.length; i += stride) if ((values[i]! & mask) === mask) return false;

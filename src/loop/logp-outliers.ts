@@ -1,10 +1,11 @@
-// Rollouts whose sampler log-probs the trainer does not recognise (`gate.maxRolloutLogpGapAbs`). The round's gate
-// judges means over rows (logp_gap_abs, mismatch.k3), and one rollout with a wrong vllm_logp — a value far below
-// what its adapter gave its codes, yet above limits.minLogp — moves those means past their limits alone: the whole
-// round would be rejected, its good rollouts consumed untrained. Each rollout is judged by its own rows first: one
-// far from the trainer, while most of its round agree, is what is wrong, and only it is taken out. When half or more
-// are far, the sampler and the trainer disagree as a whole (another adapter served, another dtype) and no rollout
-// is singled out: the round's gate decides, as before.
+// Rollouts whose sampler log-probs stand apart from their round's (`gate.maxRolloutLogpGapAbs`). The round's gate
+// judges means over rows (logp_gap_abs, mismatch.k3), and one rollout with a wrong vllm_logp — a value far from what
+// its adapter gave its codes, yet above limits.minLogp — moves those means past their limits alone: the whole round
+// would be rejected, its good rollouts consumed untrained. So when a round fails one of those gates, each rollout's
+// own gap (the mean over its steps of Σ old − vllm_logp) is compared with the round's median: one far from it and
+// farther from the trainer, while most of its round are not, is what is wrong, and only it is taken out. A round whose gaps are all shifted (another
+// adapter served, another precision) singles no rollout out: the sampler and the trainer disagree as a whole, and
+// the round's gate decides, as before.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { decodeWithNonFinite, LOGP_GAPS_FILE, LogpGaps, type Manifest } from "../contract/index.js";
@@ -21,17 +22,31 @@ export async function logpOutliers(manifest: Manifest, outDir: string, limit: nu
   const gaps = await readGaps(join(outDir, LOGP_GAPS_FILE));
   if (typeof gaps === "string") return { kind: "unchecked", why: gaps };
   if (gaps.length !== manifest.rows) return { kind: "unchecked", why: `${LOGP_GAPS_FILE} has ${gaps.length} rows, the round ${manifest.rows}` };
-  const culprits: Culprit[] = [];
   let row = 0; // train.jsonl holds the events' rows in the manifest's order (assemble.ts)
-  for (const event of manifest.events) {
-    const own = gaps.slice(row, (row += event.rows));
-    const meanAbs = own.reduce((s, g) => s + Math.abs(g), 0) / own.length;
-    // a NaN gap is the trainer's (vllm_logp is finite by validation): the statistics' check judges it, not this
-    if (!(meanAbs > limit) || !Number.isFinite(meanAbs)) continue;
-    const error = `its trainer − sampler log-prob gap |Σ old − vllm_logp| averages ${meanAbs.toPrecision(4)} over its ${event.rows} step(s), above gate.maxRolloutLogpGapAbs ${limit}`;
-    culprits.push({ seq: event.seq, id: event.id, rows: event.rows, error, reason: "logp_mismatch" });
-  }
-  return culprits.length > 0 && culprits.length * 2 < manifest.events.length ? { kind: "outliers", culprits } : { kind: "none" };
+  const own = manifest.events.map((event) => {
+    const rows = gaps.slice(row, (row += event.rows));
+    return { event, gap: rows.reduce((s, g) => s + g, 0) / rows.length };
+  });
+  // a NaN gap is the trainer's (vllm_logp is finite by validation): the statistics' check judges it, not this
+  if (!own.every((o) => Number.isFinite(o.gap))) return { kind: "unchecked", why: `${LOGP_GAPS_FILE} holds a gap that is not finite` };
+  const center = median(own.map((o) => o.gap));
+  // far from the center, and farther from the trainer (a gap of 0) than the center is: where most of a round is off,
+  // the few that agree with the trainer are not the wrong ones
+  const far = own.filter((o) => Math.abs(o.gap - center) > limit && Math.abs(o.gap) > Math.abs(center));
+  if (far.length === 0 || far.length * 2 >= own.length) return { kind: "none" };
+  return {
+    kind: "outliers",
+    culprits: far.map(({ event, gap }) => ({
+      seq: event.seq, id: event.id, rows: event.rows, reason: "logp_mismatch",
+      error: `its trainer − sampler log-prob gap (Σ old − vllm_logp) averages ${gap.toPrecision(4)} over its ${event.rows} step(s), ${Math.abs(gap - center).toPrecision(4)} from its round's median ${center.toPrecision(4)}: more than gate.maxRolloutLogpGapAbs ${limit}`,
+    })),
+  };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** The gaps, or why they cannot be read (a trainer that does not write them: the seed). */
@@ -42,12 +57,12 @@ async function readGaps(file: string): Promise<number[] | string> {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "ENOENT" ? `the trainer wrote no ${LOGP_GAPS_FILE}` : (err as Error).message;
   }
-  const parsed = LogpGaps.safeParse((() => {
-    try {
-      return decodeWithNonFinite(text);
-    } catch {
-      return undefined;
-    }
-  })());
+  let value: unknown;
+  try {
+    value = decodeWithNonFinite(text);
+  } catch {
+    return `${file} is not JSON`;
+  }
+  const parsed = LogpGaps.safeParse(value);
   return parsed.success ? parsed.data.gaps : `${file} is not a gaps record`;
 }

@@ -54,7 +54,7 @@ export interface RunnerDeps {
 
 interface Trained {
   manifest: Manifest;
-  /** null when no rollout is left (every one was poison) */
+  /** null when no rollout is left (every one was taken out) */
   stats: PpoStats | null;
   outDir: string | null;
 }
@@ -114,13 +114,15 @@ export class RoundRunner {
     let trained = await this.#trainUntilDone(manifest, dir);
     await pausePoint("training", manifest.round, ctx.log);
     // the round's rollouts count for the adapters that served them in the record this commit writes (exactly once)
-    const outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
+    let outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
     let verdict = await this.#guarded(this.#judge(trained), outcomes, manifest.round);
     if (verdict.rollback && trained.stats !== null && trained.manifest.parent.path !== verdict.rollback.target.path) {
       // the round's rollouts are good data; its training continued the regressed lineage: trained again from the
       // rollback's target, they continue the lineage served from now on instead of being lost with that adapter
       trained = await this.#retrainFrom(trained.manifest, dir, verdict.rollback.target);
       verdict = { ...this.#judge(trained), rollback: verdict.rollback };
+      // the rollouts this training took out (far from the target's log-probs, or poison to it) count for nothing
+      outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
     }
     const clock = new PhaseClock(); // where the commit's time goes, in "round committed"
     const adapter = await this.#placeAdapter(verdict, dir);
@@ -245,11 +247,10 @@ export class RoundRunner {
 
   async #trainUntilDone(initial: Manifest, dir: string): Promise<Trained> {
     const { ctx } = this;
-    let manifest = initial;
-    await this.#rowsAsManifest(manifest, dir);
-    const finished = await this.#finishedAttempt(initial, dir);
+    let manifest = await this.#rowsAsManifest(initial, dir);
+    const finished = await this.#finishedAttempt(manifest, dir);
     if (finished) {
-      const without = await this.#withoutOutliers(finished.manifest, dir, finished.outDir as string);
+      const without = await this.#withoutOutliers(finished.manifest, finished.stats as PpoStats, dir, finished.outDir as string);
       if (without === null) return finished;
       manifest = without;
     }
@@ -268,9 +269,14 @@ export class RoundRunner {
       const result = await this.#attempt(manifest, dir, outDir);
       const garbage = "stats" in result ? nonFiniteStat(result.stats) : null;
       if ("stats" in result && garbage === null) {
-        const without = await this.#withoutOutliers(manifest, dir, outDir);
+        const without = await this.#withoutOutliers(manifest, result.stats, dir, outDir);
         if (without === null) return this.#trained(manifest, result.stats, outDir);
-        manifest = without; // trained again without them: their rows moved the round's statistics
+        // trained again without them: their rows alone failed the round's gate. The trainer trained: what failed
+        // before this attempt counts no more
+        manifest = without;
+        suspect = unreproduced = 0;
+        backoff.reset();
+        setHealthy(ctx);
         continue;
       }
       this.#throwIfStopping();
@@ -390,10 +396,17 @@ export class RoundRunner {
     }
   }
 
-  /** The round without the rollouts its trained attempt in `outDir` shows far from the trainer (logp-outliers.ts),
-   *  that attempt removed; null when there are none (or the trainer wrote no gaps: said once). */
-  async #withoutOutliers(manifest: Manifest, dir: string, outDir: string): Promise<Manifest | null> {
-    const check = await logpOutliers(manifest, outDir, this.ctx.config.gate.maxRolloutLogpGapAbs);
+  /** The round without the rollouts its trained attempt in `outDir` shows far from the rest (logp-outliers.ts) when
+   *  its statistics fail a log-prob gate, that attempt removed; null when they do not, or there are none (or the
+   *  trainer wrote no gaps: said once). */
+  async #withoutOutliers(manifest: Manifest, stats: PpoStats, dir: string, outDir: string): Promise<Manifest | null> {
+    const { gate } = this.ctx.config;
+    // only the gates a single rollout's vllm_logp can move (kl and clip_frac do not read it)
+    const gapFails = gate.maxLogpGapAbs !== null && stats.logp_gap_abs > gate.maxLogpGapAbs;
+    const k3 = stats.mismatch?.k3;
+    const mismatchFails = gate.maxMismatchKl !== null && k3 !== undefined && k3 > gate.maxMismatchKl;
+    if (!gapFails && !mismatchFails) return null;
+    const check = await logpOutliers(manifest, outDir, gate.maxRolloutLogpGapAbs);
     if (check.kind === "unchecked" && !this.#gapsUnchecked) {
       this.#gapsUnchecked = true;
       this.ctx.log.warn({ round: manifest.round, why: check.why }, "gate.maxRolloutLogpGapAbs: rollouts not checked one by one");
@@ -404,15 +417,20 @@ export class RoundRunner {
   }
 
   /** train.jsonl as the manifest says (its sha256): a daemon killed while rollouts were taken out of the round wrote
-   *  the new manifest but not the rows that go with it; they are rebuilt from the manifest's events. */
-  async #rowsAsManifest(manifest: Manifest, dir: string): Promise<void> {
+   *  the new manifest but not the rows that go with it; they are rebuilt from the manifest's events (and should the
+   *  rebuilt rows differ still — advantages computed otherwise since — the manifest names them, as replay checks). */
+  async #rowsAsManifest(manifest: Manifest, dir: string): Promise<Manifest> {
     const file = join(dir, TRAIN_FILE);
     const text = await readFile(file, "utf8").catch(() => null);
-    if (text !== null && sha256(text) === manifest.train_sha256) return;
+    if (text !== null && sha256(text) === manifest.train_sha256) return manifest;
     const rebuilt = trainJsonl(await this.#rolloutsOf(manifest.round, manifest.events), manifest.advantage);
     await writeFileAtomic(file, rebuilt);
     const same = sha256(rebuilt) === manifest.train_sha256;
     this.ctx.log.warn({ round: manifest.round, rows: manifest.rows, same }, "train.jsonl did not match the round's manifest: rebuilt from its events");
+    if (same) return manifest;
+    const named = updated(manifest, { train_sha256: sha256(rebuilt) });
+    await writeManifest(dir, named);
+    return named;
   }
 
   /** The round without its poison rollouts: train.jsonl rebuilt from the rest (their advantages recomputed). */
@@ -475,7 +493,7 @@ export class RoundRunner {
 
   #judge(trained: Trained): Verdict {
     if (trained.stats === null) {
-      return { outcome: "empty", reason: `every rollout was rejected as poison (${trained.manifest.poisoned.length})`, stats: null, outDir: null };
+      return { outcome: "empty", reason: `every rollout was taken out of the round (${trained.manifest.poisoned.length}: ${[...new Set(trained.manifest.poisoned.map((p) => p.reason))].join(", ")})`, stats: null, outDir: null };
     }
     const gate = checkGate(trained.stats, this.ctx.config.gate);
     return gate.ok
@@ -498,7 +516,7 @@ export class RoundRunner {
     const { ctx } = this;
     for (const p of manifest.poisoned) {
       await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: p.reason, message: p.error, round: manifest.round }), {
-        what: "poison rejection", log: ctx.log, health: this.#health(), stop: ctx.stopSignal,
+        what: `${p.reason} rejection`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal,
       });
     }
   }
@@ -543,11 +561,12 @@ export class RoundRunner {
     await writeManifest(dir, manifest);
     clock.lap("manifest");
     ctx.applied.add(round, manifest.events);
-    const poisoned = manifest.poisoned.map((p) => p.seq);
-    for (const seq of poisoned) ctx.rejectedSeqs.add(seq);
-    ctx.held.term(poisoned, "poison");
-    if (poisoned.length > 0) ctx.metrics.rejected.inc({ reason: "poison" }, poisoned.length);
-    ctx.tally.rejected += poisoned.length;
+    for (const p of manifest.poisoned) {
+      ctx.rejectedSeqs.add(p.seq);
+      ctx.held.term([p.seq], p.reason);
+      ctx.metrics.rejected.inc({ reason: p.reason });
+    }
+    ctx.tally.rejected += manifest.poisoned.length;
     const confirmed = await ctx.held.ack(manifest.events.map((e) => e.seq));
     ctx.log.debug({ round, confirmed, events: manifest.events.length }, "round acked");
     ctx.metrics.rounds.inc({ outcome: verdict.outcome });

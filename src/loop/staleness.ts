@@ -31,13 +31,14 @@ export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateR
   let index = served.length - 1;
   while (index >= 0 && served[index]?.round !== adapter.round) index--;
   if (index < 0) {
-    // published before every adapter the record's window holds (RECENT_ADAPTERS): all of those came after it, and at
-    // most one a round between it and the window's lowest round. Counted as that many (the rounds' distance when
-    // every round published, as before the window existed), so a large maxStaleness admits what it says it admits.
-    const lowest = Math.min(...served.map((a) => a.round));
+    // published before every adapter the record's window holds (RECENT_ADAPTERS): those announced before the rollout
+    // arrived came after its own, and at most one a round between it and the window's lowest round (left the window,
+    // so announced before those: counted as before the rollout). Counted as that many (the rounds' distance when every
+    // round published, as before the window existed), so a large maxStaleness admits what it says it admits.
+    const lowest = Math.min(...announced.map((a) => a.round));
     const staleness = served.length + Math.max(0, lowest - adapter.round - 1);
     if (staleness <= maxStaleness) return;
-    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${served.map((a) => a.round).join(", ")}): at least ${served.length} adapters behind (offPolicy.maxStaleness ${maxStaleness})`);
+    throw new RolloutRejectedError("stale_adapter", `served by adapter round ${adapter.round}, older than every adapter served recently (${announced.map((a) => a.round).join(", ")}): ${staleness} adapters behind when it arrived (offPolicy.maxStaleness ${maxStaleness})`);
   }
   const staleness = served.length - 1 - index;
   if (staleness > maxStaleness) {

@@ -31,13 +31,7 @@ export const STATS_FILE = "stats.json";
  *  is torn or holds NaN fails the job (adapter-files.ts): the probe then tells a broken trainer from rows that make
  *  it diverge, which are isolated as any rows that fail training. */
 export async function readTrainerOutput(outDir: string): Promise<PpoStats> {
-  let nonFinite: string | null;
-  try {
-    nonFinite = await checkAdapterFiles(outDir);
-  } catch (cause) {
-    if (!(cause instanceof AdapterFileError)) throw cause;
-    throw new TrainerError(`trainer output ${outDir}: ${cause.message}`, { cause });
-  }
+  // stats.json first: it is written last, and small (an unfinished folder is told without reading the adapter)
   let text: string;
   try {
     text = await readFile(join(outDir, STATS_FILE), "utf8");
@@ -49,6 +43,13 @@ export async function readTrainerOutput(outDir: string): Promise<PpoStats> {
     stats = decodeStats(text);
   } catch (cause) {
     throw new TrainerError(`${join(outDir, STATS_FILE)} is not a stats record: ${(cause as Error).message.split("\n")[0]}`, { cause });
+  }
+  let nonFinite: string | null;
+  try {
+    nonFinite = await checkAdapterFiles(outDir);
+  } catch (cause) {
+    if (!(cause instanceof AdapterFileError)) throw cause;
+    throw new TrainerError(`trainer output ${outDir}: ${cause.message}`, { cause });
   }
   // non-finite statistics say it first, and are judged as such (round-runner.ts): NaN weights are news only after
   // finite statistics

@@ -93,7 +93,7 @@ const Round = z.strictObject({
 });
 
 const OffPolicy = z.strictObject({
-  maxStaleness: doc(nonNegativeInt().default(1), "a rollout served by an adapter more than this many adapters behind the one served now, counted in the order they were announced (each published adapter, a rollback's target again), is rejected (`stale_adapter`); 0 = strictly on-policy"),
+  maxStaleness: doc(nonNegativeInt().default(1), "a rollout served by an adapter more than this many adapters behind when it reached the stream — counted in the order they were announced (each published adapter, a rollback's target again), among those announced before it arrived, so a restart or a wait does not change its verdict — is rejected (`stale_adapter`); 0 = strictly on-policy"),
 });
 
 const Advantage = z.strictObject({
@@ -141,7 +141,7 @@ const Gate = z.strictObject({
   maxKl: doc(threshold().default(null), "… when `kl` (to the reference adapter) exceeds this"),
   maxClipFrac: doc(threshold().default(null), "… when `clip_frac` exceeds this"),
   maxMismatchKl: doc(threshold().default(null), "… when `mismatch.k3` (sampler/trainer mismatch KL; needs `trainer.mismatchStats`) exceeds this"),
-  maxRolloutLogpGapAbs: doc(threshold().default(10), "before the round's gate: a rollout whose mean over its steps of |Σ old − vllm_logp| (nats; the trainer's `logp_gaps.json`) exceeds this, while fewer than half of its round's rollouts do, is rejected (`logp_mismatch`) and the round trained again without it — one rollout's wrong `vllm_logp` must not move the round's `logp_gap_abs` or `mismatch.k3` past their limits. When half or more exceed it, the sampler and the trainer disagree as a whole and the round's own gate judges; null = off"),
+  maxRolloutLogpGapAbs: doc(threshold().default(10), "when a round fails `gate.maxLogpGapAbs` or `gate.maxMismatchKl`: a rollout whose gap (the mean over its steps of Σ old − vllm_logp, nats; the trainer's `logp_gaps.json`) is farther than this from its round's median, and farther from 0 than the median, while fewer than half of its round's rollouts are, is rejected (`logp_mismatch`) and the round trained again without it — one rollout's wrong `vllm_logp` must not fail its round's gate. A round whose gaps are shifted as a whole singles no rollout out: its gate judges it; null = off"),
 });
 
 // issue 23: the live-outcome guard (src/loop/guard.ts; docs/daemon.md "The live-outcome guard")
