@@ -1,7 +1,7 @@
 // The fault-injection campaign of docs/daemon.md "Faults": many cycles of kill and restart with good and bad rollouts
 // mixed, against a real nats-server, then a count of where every rollout ended. Each cycle publishes a batch (good
 // rollouts; bad ones the schema refuses, ones nested too deep, ones with a reward out of range, ones with a vllm_logp
-// far from their adapter's (logp_mismatch), and poison rollouts the trainer crashes on), starts the daemon, and does one of: SIGKILL the daemon after a random delay, SIGKILL the
+// far from their adapter's (logp_mismatch), and poison rollouts the trainer crashes or diverges on), starts the daemon, and does one of: SIGKILL the daemon after a random delay, SIGKILL the
 // trainer processes in the middle of a job (a rank killed from outside), break the trainer for a while (every job
 // fails, the probe too) and repair it, or let the cycle run. At the end a last daemon drains everything.
 // The invariant checked: every good rollout in exactly one committed round, every bad one in exactly one rejection
@@ -27,6 +27,7 @@ const { values: args } = parseArgs({
 const CYCLES = Number(args.cycles);
 const REAL = args.trainer === "real";
 const POISON = "target-poison";
+const DIVERGES = "target-diverges";
 
 /** Seeded uniform draws in [0, 1) (Mersenne Twister, pure-rand): the same seed draws the same sequence. */
 function prng(seed: number): () => number {
@@ -42,7 +43,7 @@ async function batch(env: LoopEnv, cycle: number, expected: Expect[]): Promise<v
   const size = 6 + Math.floor(random() * 6);
   for (let i = 0; i < size; i++) {
     // the real trainer has no rollout it crashes on: poison rollouts are the test double's
-    const kind = pick(REAL ? ["good", "good", "good", "good", "schema", "deep", "reward", "gap"] as const : ["good", "good", "good", "good", "schema", "deep", "reward", "poison", "gap"] as const);
+    const kind = pick(REAL ? ["good", "good", "good", "good", "schema", "deep", "reward", "gap"] as const : ["good", "good", "good", "good", "schema", "deep", "reward", "poison", "diverge", "gap"] as const);
     const r = await makeRollout(`c${cycle}-${kind}`, i, { steps: 1 + Math.floor(random() * 2), adapterRound: 0 });
     let payload: string;
     let want: string = "trained";
@@ -57,6 +58,9 @@ async function batch(env: LoopEnv, cycle: number, expected: Expect[]): Promise<v
       want = "logp_mismatch";
     } else if (kind === "poison") {
       r.steps[0]!.name = POISON;
+      want = "poison";
+    } else if (kind === "diverge") {
+      r.steps[0]!.name = DIVERGES;
       want = "poison";
     }
     payload = JSON.stringify(r);
@@ -101,7 +105,7 @@ function descendants(pid: number, pattern: RegExp): number[] {
 async function main() {
   const env = await startLoopEnv();
   const broken = join(env.dir, "trainer-broken");
-  const trainerEnv = { FAKE_TRAINER_POISON: POISON, FAKE_TRAINER_FAIL_WHILE: broken, FAKE_TRAINER_SLEEP_MS: "300", RLLOOP_LOG_LEVEL: "warn" };
+  const trainerEnv = { FAKE_TRAINER_POISON: POISON, FAKE_TRAINER_NAN_NAME: DIVERGES, FAKE_TRAINER_FAIL_WHILE: broken, FAKE_TRAINER_SLEEP_MS: "300", RLLOOP_LOG_LEVEL: "warn" };
   let trainer: Record<string, unknown> = { env: trainerEnv, retryMinS: 0.3, retryMaxS: 2 };
   let initial = env.initialAdapter;
   if (REAL) {

@@ -235,7 +235,7 @@ describe("loop - faults", () => {
     }
   });
 
-  it("faults - the gate refuses NaN statistics: round committed as rejected, rollouts acked, parent kept", async () => {
+  it("faults - the gate refuses NaN statistics of a round no part of which diverges: round committed as rejected, rollouts acked, parent kept", async () => {
     const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_ROUNDS: "000001" } } });
     const rollouts = await Promise.all([0, 1, 2, 3].map((i) => makeRollout("gate", i, { steps: 2 })));
     await publishRollouts(e.js, rollouts);
@@ -244,6 +244,8 @@ describe("loop - faults", () => {
     const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
     expect(manifest?.outcome).toBe("rejected");
     expect(manifest?.reason).toContain("pg_loss is not finite");
+    expect(manifest?.poisoned).toEqual([]); // isolated first: every part trained
+    expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
     const state = await (await StateStore.open(e.nc, POLICY, 1)).read();
     expect(state?.record.round).toBe(1);
     expect(state?.record.adapter.round).toBe(0);

@@ -252,6 +252,22 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(announced).toBe(true);
   });
 
+  it("a rollout that makes training diverge (NaN statistics, the probe's finite) is isolated as poison: the rest of its round is published", async () => {
+    const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_NAME: "target-nan" } } });
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("nans", i, { steps: 1 })));
+    rollouts[6]!.steps[0]!.name = "target-nan";
+    await publishRollouts(e.js, rollouts);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(rejection(acc, "nans-6")).toEqual(["poison"]);
+    for (const r of rollouts.filter((r) => r.id !== "nans-6")) expect(acc.rounds.get(r.id), r.id).toEqual([1]);
+    const [rejected] = await eventsOn<{ message: string }>(e.jsm, subjects(POLICY).rejected);
+    expect(rejected?.message).toMatch(/its statistics are not finite \(pg_loss is not finite/);
+    const manifest = await readManifest(roundDir(e.workDir, POLICY, 1));
+    expect(manifest).toMatchObject({ outcome: "published", rows: 7 });
+    // no diverged attempt's output is left behind in the round folder
+    expect(readdirSync(roundDir(e.workDir, POLICY, 1)).filter((n) => n.startsWith("adapter.tmp"))).toEqual([]);
+  });
+
   it("a rollout whose training ends in NaN weights (finite statistics) is isolated as poison: the rest of its round is published whole", async () => {
     const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_WEIGHTS: "target-diverges" } } });
     const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("nanw", i, { steps: 1 })));

@@ -5,9 +5,10 @@
 // Training never gives up on a round (docs/daemon.md "Faults"): a failed attempt is judged by the probe — when the
 // probe fails too, the trainer or its host is at fault: the daemon is degraded and retries with backoff, rejecting
 // nothing; when the probe trains, the round's rows are suspect: after a second failure the rollouts it fails on are
-// isolated (poison-isolation.ts), rejected as `poison`, and the rest of the round trains. A trained round's rollouts
-// far from the trainer's log-probs while most agree are taken out the same way (logp-outliers.ts, `logp_mismatch`)
-// and the rest trained again, before the gate judges the round's means.
+// isolated (poison-isolation.ts), rejected as `poison`, and the rest of the round trains. Non-finite statistics are
+// such a failure (only a round that diverges as a whole, no part of it, is the gate's to reject). A trained round
+// that fails a log-prob gate has the rollouts far from the rest's log-prob gaps taken out the same way
+// (logp-outliers.ts, `logp_mismatch`) and the rest trained again, before the gate judges the round's means.
 import { readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
@@ -257,6 +258,7 @@ export class RoundRunner {
     const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
     let suspect = 0; // consecutive failures with the probe training: the rows are suspect
     let unreproduced = 0; // isolations that found no culprit
+    let diverged: { stats: PpoStats; outDir: string } | null = null; // the last attempt with the rows' non-finite statistics
     for (;;) {
       if (manifest.events.length === 0) return { manifest, stats: null, outDir: null };
       this.#throwIfStopping();
@@ -269,6 +271,8 @@ export class RoundRunner {
       const result = await this.#attempt(manifest, dir, outDir);
       const garbage = "stats" in result ? nonFiniteStat(result.stats) : null;
       if ("stats" in result && garbage === null) {
+        if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
+        diverged = null;
         const without = await this.#withoutOutliers(manifest, result.stats, dir, outDir);
         if (without === null) return this.#trained(manifest, result.stats, outDir);
         // trained again without them: their rows alone failed the round's gate. The trainer trained: what failed
@@ -281,14 +285,13 @@ export class RoundRunner {
       }
       this.#throwIfStopping();
       const fault = await this.#blame(manifest);
-      // non-finite statistics are the round's (the gate rejects it) unless the probe's are too: then the trainer or
-      // its host computes garbage, a fault of theirs that must not consume the round's rollouts
-      if ("stats" in result && fault !== "trainer") {
-        this.#throwIfStopping();
-        return this.#trained(manifest, result.stats, outDir);
-      }
-      // garbage is not kept: a restart would take a finished attempt's output as the round's
-      if ("stats" in result) await rm(outDir, { recursive: true, force: true });
+      // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
+      // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
+      // the rollouts it diverges on isolated — and the round's own when no part diverges: the gate rejects it then,
+      // from the last such attempt's output (kept for it)
+      if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
+      diverged = "stats" in result && fault !== "trainer" ? { stats: result.stats, outDir } : null;
+      if ("stats" in result && diverged === null) await rm(outDir, { recursive: true, force: true });
       const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
@@ -302,9 +305,12 @@ export class RoundRunner {
       const culprits = await this.#isolate(manifest, dir, error, backoff);
       if (culprits === null) continue;
       if (culprits.length === 0) {
+        if (diverged !== null) return this.#trained(manifest, diverged.stats, diverged.outDir);
         if (++unreproduced >= 2) await this.#degradedWait(`round ${manifest.round} fails as a whole but every part of it trains: ${errorSummary(error)}`, backoff);
         continue;
       }
+      if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
+      diverged = null;
       manifest = await this.#withoutPoison(manifest, dir, culprits);
     }
   }
@@ -376,8 +382,9 @@ export class RoundRunner {
           this.#throwIfStopping();
           const out = join(dir, `isolate.out-${process.pid}-${++parts}`);
           try {
-            await this.deps.trainer.train(this.#job(manifest, dir, data, out), { label, logFile: join(dir, `isolate.${parts}.log`) });
-            return null;
+            const stats = await this.deps.trainer.train(this.#job(manifest, dir, data, out), { label, logFile: join(dir, `isolate.${parts}.log`) });
+            const garbage = nonFiniteStat(stats); // a part that diverges fails as one that crashes does
+            return garbage === null ? null : `its statistics are not finite (${garbage})`;
           } catch (err) {
             return (err as Error).message;
           } finally {

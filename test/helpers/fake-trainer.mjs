@@ -8,7 +8,10 @@
 // daemon promises the trainer: cwd is the job's folder, every row's image is a readable PNG relative to it.
 // Test knobs (env):
 //   FAKE_TRAINER_FAIL_ROUNDS / FAKE_TRAINER_NAN_ROUNDS: comma-separated round folder names ("000002") to fail / to
-//     report NaN statistics for (a failing round whose probe trains: the daemon isolates its rows);
+//     report NaN statistics for (a failing round whose probe trains: the daemon isolates its rows); NaN only for the
+//     round's whole train.jsonl (a round that diverges as a whole while no part of it does);
+//   FAKE_TRAINER_NAN_NAME: a step name; a job whose rows hold it reports NaN statistics (a rollout that makes
+//     training diverge);
 //   FAKE_TRAINER_FAIL_WHILE: a file; every job (the probe too) fails while it exists (a broken trainer or host);
 //   FAKE_TRAINER_NAN_WHILE: a file; every job (the probe too) reports NaN statistics while it exists (a host that
 //     computes garbage without an error);
@@ -108,7 +111,9 @@ if (process.env.FAKE_TRAINER_TORN_WHILE && existsSync(process.env.FAKE_TRAINER_T
   truncateSync(weights, statSync(weights).size - 4);
 }
 writeSafetensors(join(tmp, "optimizer.safetensors"), next);
-const nan = listed("FAKE_TRAINER_NAN_ROUNDS") || (process.env.FAKE_TRAINER_NAN_WHILE && existsSync(process.env.FAKE_TRAINER_NAN_WHILE));
+const nan = (listed("FAKE_TRAINER_NAN_ROUNDS") && basename(a.data) === "train.jsonl")
+  || (process.env.FAKE_TRAINER_NAN_NAME && rows.some((r) => r.name === process.env.FAKE_TRAINER_NAN_NAME))
+  || (process.env.FAKE_TRAINER_NAN_WHILE && existsSync(process.env.FAKE_TRAINER_NAN_WHILE));
 const stats = {
   pg_loss: nan ? "NaN" : Number((-meanAdv * 0.01).toFixed(4)), kl: 0.001, clip_frac: 0,
   logp_gap: Number((gap.reduce((s, g) => s + g, 0) / rows.length).toFixed(4)),
