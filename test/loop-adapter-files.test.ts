@@ -76,11 +76,12 @@ describe("loop - the adapter files a trainer hands the daemon", () => {
     expect(await checkAdapterFiles(dir)).toBe("adapter tensor big is not finite");
   });
 
-  it("reads float64 and float16 by their own exponents, and every other dtype as it comes", async () => {
+  it("reads float64, float16 and the float8 kinds by their own exponents, and every other dtype as it comes", async () => {
     /** One tensor of `dtype` holding `bytes`, beside an int32 tensor of all-ones bits (not a float: never "NaN"). */
     const file = async (dtype: string, bytes: Buffer) => {
       const dir = await adapter();
-      const header = JSON.stringify({ ints: { dtype: "I32", shape: [1], data_offsets: [0, 4] }, x: { dtype, shape: [bytes.length / (dtype === "F64" ? 8 : 2)], data_offsets: [4, 4 + bytes.length] } });
+      const size = dtype === "F64" ? 8 : dtype.startsWith("F8") ? 1 : 2;
+      const header = JSON.stringify({ ints: { dtype: "I32", shape: [1], data_offsets: [0, 4] }, x: { dtype, shape: [bytes.length / size], data_offsets: [4, 4 + bytes.length] } });
       const length = Buffer.alloc(8);
       length.writeBigUInt64LE(BigInt(header.length));
       await writeFile(weights(dir), Buffer.concat([length, Buffer.from(header), Buffer.from([0xff, 0xff, 0xff, 0xff]), bytes]));
@@ -94,6 +95,10 @@ describe("loop - the adapter files a trainer hands the daemon", () => {
     expect(await file("F16", f16(0x7bff, 0xfbff, 0x0001))).toBeNull(); // ±65504 and the smallest subnormal
     expect(await file("F16", f16(0x3c00, 0x7e00))).toBe("adapter tensor x is not finite"); // NaN
     expect(await file("F16", f16(0xfc00))).toBe("adapter tensor x is not finite"); // -inf
+    expect(await file("F8_E4M3", Buffer.from([0x7e, 0xfe, 0x00, 0x80]))).toBeNull(); // ±448, ±0
+    expect(await file("F8_E4M3", Buffer.from([0x01, 0xff]))).toBe("adapter tensor x is not finite");
+    expect(await file("F8_E5M2", Buffer.from([0x7b, 0xfb]))).toBeNull(); // ±57344
+    expect(await file("F8_E5M2", Buffer.from([0x7c]))).toBe("adapter tensor x is not finite"); // +inf
   });
 
   it.each([

@@ -268,6 +268,17 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(readdirSync(roundDir(e.workDir, POLICY, 1)).filter((n) => n.startsWith("adapter.tmp"))).toEqual([]);
   });
 
+  it("a round half or more of whose rollouts diverge on their own (a configuration the probe's job does not show) blames no one: the gate rejects it", async () => {
+    const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_NAME: "target-nan" } } });
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("halfnan", i, { steps: 2 })));
+    for (const r of rollouts.slice(0, 2)) r.steps[0]!.name = "target-nan";
+    await publishRollouts(e.js, rollouts);
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect(acc.rejections.size).toBe(0);
+    expect(rollouts.map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1], [1]]);
+    expect(await readManifest(roundDir(e.workDir, POLICY, 1))).toMatchObject({ outcome: "rejected", poisoned: [], reason: expect.stringContaining("pg_loss is not finite") });
+  });
+
   it("a rollout whose training ends in NaN weights (finite statistics) is isolated as poison: the rest of its round is published whole", async () => {
     const e = await start({ trainer: { env: { FAKE_TRAINER_NAN_WEIGHTS: "target-diverges" } } });
     const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("nanw", i, { steps: 1 })));
@@ -297,7 +308,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(manifest?.poisoned).toEqual([expect.objectContaining({ id: "gap-5", reason: "logp_mismatch" })]);
     const [rejected] = await eventsOn<{ reason: string; message: string; round: number }>(e.jsm, subjects(POLICY).rejected);
     expect(rejected).toMatchObject({ reason: "logp_mismatch", round: 1 });
-    expect(rejected?.message).toMatch(/averages 0\.9990 over its 1 step\(s\), 0\.99\d+ from its round's median 0\.00\d+: more than gate.maxRolloutLogpGapAbs 0\.5/);
+    expect(rejected?.message).toMatch(/averages 0\.9990 over its 1 step\(s\), 0\.99\d+ above its round's median 0\.00\d+: more than gate.maxRolloutLogpGapAbs 0\.5/);
     const isolated = (await eventsOn<{ type: string; poisoned: Array<{ id: string; reason: string }> }>(e.jsm, subjects(POLICY).rounds)).filter((r) => r.type === "round.isolated");
     expect(isolated.map((r) => r.poisoned)).toEqual([[expect.objectContaining({ id: "gap-5", reason: "logp_mismatch" })]]);
     const scrape = await (await fetch(`http://127.0.0.1:${daemon!.metricsPort}/metrics`)).text();

@@ -99,6 +99,10 @@ describe("loop - staleness", () => {
     const state = served(rounds(RECENT_ADAPTERS + 1));
     expect(state.recent_adapters.every((a) => (a.seq ?? 0) > 150)).toBe(true);
     expect(reason(1, state, 0, undefined, 150)).toBe("ok");
+    // nor is one whose staleness on arrival can no longer be told: r1..r20 announced, the window r5..r20 (500 and
+    // after); a rollout of r3 at 350 (fresh then, r4 came after it) is not counted behind the r4 that left the window
+    const later = served(rounds(20));
+    expect(reason(3, later, 0, undefined, 350)).toBe("ok");
     expect(reason(1, state, 1, undefined, 350)).toBe("stale_adapter");
     expect(reason(1, state, 2, undefined, 350)).toBe("ok");
     expect(reason(1, state, 100, undefined, Number.MAX_SAFE_INTEGER)).toBe("ok");

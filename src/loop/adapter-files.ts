@@ -77,11 +77,11 @@ async function readLayout(handle: FileHandle, size: number, file: string): Promi
   };
   if (size < 8) fail(`${size} bytes`);
   const prefix = Buffer.alloc(8);
-  await handle.read(prefix, 0, 8, 0);
+  await readFully(handle, prefix, 8, 0);
   const headerBytes = Number(prefix.readBigUInt64LE(0));
   if (headerBytes < 2 || headerBytes > MAX_HEADER_BYTES || 8 + headerBytes > size) fail(`a header of ${headerBytes} bytes in a file of ${size}`);
   const headerText = Buffer.alloc(headerBytes);
-  await handle.read(headerText, 0, headerBytes, 8);
+  await readFully(handle, headerText, headerBytes, 8);
   let header: unknown;
   try {
     header = JSON.parse(headerText.toString("utf8"));
@@ -126,11 +126,19 @@ async function allFinite(handle: FileHandle, chunk: Buffer, begin: number, end: 
   if (scan === undefined) return true;
   for (let at = begin; at < end; at += CHUNK_BYTES) {
     const length = Math.min(CHUNK_BYTES, end - at);
-    const { bytesRead } = await handle.read(chunk, 0, length, at);
-    if (bytesRead !== length) throw new AdapterFileError(`a read of ${length} bytes at ${at} returned ${bytesRead}: the file changed while it was checked`);
+    await readFully(handle, chunk, length, at);
     if (!scan(chunk.buffer as ArrayBuffer, length)) return false; // allocUnsafeSlow's: never shared
   }
   return true;
+}
+
+/** `length` bytes at `position` into the start of `into`: a read may return fewer (a network file system's does). */
+async function readFully(handle: FileHandle, into: Buffer, length: number, position: number): Promise<void> {
+  for (let done = 0; done < length;) {
+    const { bytesRead } = await handle.read(into, done, length - done, position + done);
+    if (bytesRead === 0) throw new AdapterFileError(`the file ended at byte ${position + done}, before ${position + length}: it changed while it was checked`);
+    done += bytesRead;
+  }
 }
 
 /** Per float dtype: whether the first `length` bytes of `data` hold no all-ones exponent (typed arrays read the
@@ -140,9 +148,12 @@ const FLOAT_SCANS: Readonly<Record<string, (data: ArrayBuffer, length: number) =
   F64: (data, length) => exponentsBelowMax(new Uint32Array(data, 0, length / 4), 2, 1, 0x7ff00000),
   BF16: (data, length) => exponentsBelowMax(new Uint16Array(data, 0, length / 2), 1, 0, 0x7f80),
   F16: (data, length) => exponentsBelowMax(new Uint16Array(data, 0, length / 2), 1, 0, 0x7c00),
+  // E5M2 keeps IEEE's all-ones exponent for infinities and NaN; E4M3 has no infinity, its NaN is S.1111.111
+  F8_E5M2: (data, length) => exponentsBelowMax(new Uint8Array(data, 0, length), 1, 0, 0x7c),
+  F8_E4M3: (data, length) => exponentsBelowMax(new Uint8Array(data, 0, length), 1, 0, 0x7f),
 };
 
-function exponentsBelowMax(values: Uint16Array | Uint32Array, stride: number, first: number, mask: number): boolean {
+function exponentsBelowMax(values: Uint8Array | Uint16Array | Uint32Array, stride: number, first: number, mask: number): boolean {
   for (let i = first; i < values.length; i += stride) if ((values[i]! & mask) === mask) return false;
   return true;
 }

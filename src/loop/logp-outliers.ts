@@ -2,10 +2,12 @@
 // judges means over rows (logp_gap_abs, mismatch.k3), and one rollout with a wrong vllm_logp — a value far from what
 // its adapter gave its codes, yet above limits.minLogp — moves those means past their limits alone: the whole round
 // would be rejected, its good rollouts consumed untrained. So when a round fails one of those gates, each rollout's
-// own gap (the mean over its steps of Σ old − vllm_logp) is compared with the round's median: one far from it and
-// farther from the trainer, while most of its round are not, is what is wrong, and only it is taken out. A round whose gaps are all shifted (another
-// adapter served, another precision) singles no rollout out: the sampler and the trainer disagree as a whole, and
-// the round's gate decides, as before.
+// own gap (the mean over its steps of |Σ old − vllm_logp|) is compared with the median of its round's: one above it
+// by more than the limit, while fewer than half of its round are, is what is wrong, and only it is taken out. A round
+// whose gaps are all shifted (another adapter served, another precision) singles no rollout out: the sampler and the
+// trainer disagree as a whole, and the round's gate decides, as before. Only rollouts served by the adapter the
+// round trains from are judged (the trainer's log-probs are that adapter's): an older adapter's rollouts, admitted
+// off-policy, or a regressed adapter's in a round trained again from a rollback's target, differ from it for a reason.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { decodeWithNonFinite, LOGP_GAPS_FILE, LogpGaps, type Manifest } from "../contract/index.js";
@@ -16,8 +18,9 @@ export type OutlierCheck =
   | { kind: "unchecked"; why: string }
   | { kind: "outliers"; culprits: Culprit[] };
 
-/** The rollouts of `manifest` to take out, judged from the attempt's `outDir`; `limit` in nats. */
-export async function logpOutliers(manifest: Manifest, outDir: string, limit: number | null): Promise<OutlierCheck> {
+/** The rollouts of `manifest` to take out, judged from the attempt's `outDir`; `limit` in nats; `judged`: the
+ *  stream sequences of the rollouts served by the adapter the round trains from. */
+export async function logpOutliers(manifest: Manifest, outDir: string, limit: number | null, judged: ReadonlySet<number>): Promise<OutlierCheck> {
   if (limit === null) return { kind: "none" };
   const gaps = await readGaps(join(outDir, LOGP_GAPS_FILE));
   if (typeof gaps === "string") return { kind: "unchecked", why: gaps };
@@ -25,20 +28,19 @@ export async function logpOutliers(manifest: Manifest, outDir: string, limit: nu
   let row = 0; // train.jsonl holds the events' rows in the manifest's order (assemble.ts)
   const own = manifest.events.map((event) => {
     const rows = gaps.slice(row, (row += event.rows));
-    return { event, gap: rows.reduce((s, g) => s + g, 0) / rows.length };
-  });
+    return { event, gap: rows.reduce((s, g) => s + Math.abs(g), 0) / rows.length };
+  }).filter((o) => judged.has(o.event.seq));
   // a NaN gap is the trainer's (vllm_logp is finite by validation): the statistics' check judges it, not this
   if (!own.every((o) => Number.isFinite(o.gap))) return { kind: "unchecked", why: `${LOGP_GAPS_FILE} holds a gap that is not finite` };
+  if (own.length === 0) return { kind: "none" };
   const center = median(own.map((o) => o.gap));
-  // far from the center, and farther from the trainer (a gap of 0) than the center is: where most of a round is off,
-  // the few that agree with the trainer are not the wrong ones
-  const far = own.filter((o) => Math.abs(o.gap - center) > limit && Math.abs(o.gap) > Math.abs(center));
+  const far = own.filter((o) => o.gap - center > limit);
   if (far.length === 0 || far.length * 2 >= own.length) return { kind: "none" };
   return {
     kind: "outliers",
     culprits: far.map(({ event, gap }) => ({
       seq: event.seq, id: event.id, rows: event.rows, reason: "logp_mismatch",
-      error: `its trainer − sampler log-prob gap (Σ old − vllm_logp) averages ${gap.toPrecision(4)} over its ${event.rows} step(s), ${Math.abs(gap - center).toPrecision(4)} from its round's median ${center.toPrecision(4)}: more than gate.maxRolloutLogpGapAbs ${limit}`,
+      error: `its trainer − sampler log-prob gap |Σ old − vllm_logp| averages ${gap.toPrecision(4)} over its ${event.rows} step(s), ${(gap - center).toPrecision(4)} above its round's median ${center.toPrecision(4)}: more than gate.maxRolloutLogpGapAbs ${limit}`,
     })),
   };
 }

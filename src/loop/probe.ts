@@ -1,4 +1,5 @@
-// The probe: a tiny known-good training job (two rows on one synthetic frame, advantage 0) run on the same
+// The probe: a tiny known-good training job (two rows on one synthetic frame, two codes, advantages +1 and −1: a real
+// policy-gradient step, so a configuration that makes every update diverge shows in it too) run on the same
 // trainer, from the same adapters, as the round that failed. It is the evidence that tells a fault of the trainer or
 // its host (the probe fails too) from a fault of the round's rows (the probe trains): docs/daemon.md "Faults".
 // The same job runs once before the first pull (trainer.probeAtStart), so a broken trainer stops the start.
@@ -43,8 +44,7 @@ export class Probe {
     await mkdir(this.dir, { recursive: true });
     const frame = await sharp({ create: { width: 128, height: 96, channels: 3, background: { r: 96, g: 128, b: 160 } } }).png().toBuffer();
     await writeFileAtomic(join(this.dir, "frame.png"), frame);
-    const code = "0".repeat(this.config.policy.codeLength);
-    const rows = [0, 1].map((i) => JSON.stringify({ image: "frame.png", name: `probe-${i}`, code, adv: 0, vllm_logp: -1 }));
+    const rows = [0, 1].map((i) => JSON.stringify({ image: "frame.png", name: `probe-${i}`, code: String(i).repeat(this.config.policy.codeLength), adv: i === 0 ? 1 : -1, vllm_logp: -1 }));
     await writeFileAtomic(join(this.dir, "train.jsonl"), `${rows.join("\n")}\n`);
   }
 }

@@ -9,7 +9,7 @@
 // such a failure (only a round that diverges as a whole, no part of it, is the gate's to reject). A trained round
 // that fails a log-prob gate has the rollouts far from the rest's log-prob gaps taken out the same way
 // (logp-outliers.ts, `logp_mismatch`) and the rest trained again, before the gate judges the round's means.
-import { readFile, rename, rm } from "node:fs/promises";
+import { readdir, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
 import { adapterName, ROLLOUT_STREAM, type FaultKind, type PpoStats, type RoundOutcome, type RoundTrigger } from "../contract/index.js";
@@ -250,6 +250,7 @@ export class RoundRunner {
     const { ctx } = this;
     let manifest = await this.#rowsAsManifest(initial, dir);
     const finished = await this.#finishedAttempt(manifest, dir);
+    await removeAttemptsExcept(dir, finished?.outDir ?? null); // a stopped or killed run's unfinished or unused ones
     if (finished) {
       const without = await this.#withoutOutliers(finished.manifest, finished.stats as PpoStats, dir, finished.outDir as string);
       if (without === null) return finished;
@@ -259,6 +260,7 @@ export class RoundRunner {
     let suspect = 0; // consecutive failures with the probe training: the rows are suspect
     let unreproduced = 0; // isolations that found no culprit
     let diverged: { stats: PpoStats; outDir: string } | null = null; // the last attempt with the rows' non-finite statistics
+    let divergences = 0; // consecutive attempts with them
     for (;;) {
       if (manifest.events.length === 0) return { manifest, stats: null, outDir: null };
       this.#throwIfStopping();
@@ -287,11 +289,13 @@ export class RoundRunner {
       const fault = await this.#blame(manifest);
       // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
-      // the rollouts it diverges on isolated — and the round's own when no part diverges: the gate rejects it then,
-      // from the last such attempt's output (kept for it)
+      // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
+      // do: the gate rejects it then, from the last such attempt's output (kept for it)
       if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
-      diverged = "stats" in result && fault !== "trainer" ? { stats: result.stats, outDir } : null;
+      diverged = "stats" in result && fault === "data" ? { stats: result.stats, outDir } : null;
+      divergences = diverged === null ? 0 : divergences + 1;
       if ("stats" in result && diverged === null) await rm(outDir, { recursive: true, force: true });
+      this.#throwIfStopping();
       const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
@@ -304,8 +308,15 @@ export class RoundRunner {
       suspect = 0;
       const culprits = await this.#isolate(manifest, dir, error, backoff);
       if (culprits === null) continue;
+      // a divergence that every attempt repeats, found in no part or in half the round or more, is the round's own (a
+      // configuration the probe's small job does not show, such as a learning rate too high for these rows): it is not
+      // blamed on rollouts, the gate rejects the round as it always did
+      const roundsOwn = culprits.length === 0 || culprits.length * 2 >= manifest.events.length;
+      if (diverged !== null && roundsOwn) {
+        if (divergences >= 2) return this.#trained(manifest, diverged.stats, diverged.outDir);
+        continue; // it diverged once (a one-off of the host's?): the whole round again before anything is decided
+      }
       if (culprits.length === 0) {
-        if (diverged !== null) return this.#trained(manifest, diverged.stats, diverged.outDir);
         if (++unreproduced >= 2) await this.#degradedWait(`round ${manifest.round} fails as a whole but every part of it trains: ${errorSummary(error)}`, backoff);
         continue;
       }
@@ -413,7 +424,9 @@ export class RoundRunner {
     const k3 = stats.mismatch?.k3;
     const mismatchFails = gate.maxMismatchKl !== null && k3 !== undefined && k3 > gate.maxMismatchKl;
     if (!gapFails && !mismatchFails) return null;
-    const check = await logpOutliers(manifest, outDir, gate.maxRolloutLogpGapAbs);
+    const items = await this.#rolloutsOf(manifest.round, manifest.events);
+    const byParent = new Set(items.filter((i) => i.rollout.adapter.round === manifest.parent.round).map((i) => i.seq));
+    const check = await logpOutliers(manifest, outDir, gate.maxRolloutLogpGapAbs, byParent);
     if (check.kind === "unchecked" && !this.#gapsUnchecked) {
       this.#gapsUnchecked = true;
       this.ctx.log.warn({ round: manifest.round, why: check.why }, "gate.maxRolloutLogpGapAbs: rollouts not checked one by one");
@@ -630,6 +643,13 @@ export class RoundRunner {
 }
 
 /** The round's manifest as it reads once committed (stored before the commit, written to disk after it). */
+/** Removes the round folder's attempt outputs (attemptOutDir) but `keep`. */
+async function removeAttemptsExcept(dir: string, keep: string | null): Promise<void> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const stale = names.filter((n) => n.startsWith("adapter.tmp-") && join(dir, n) !== keep);
+  await Promise.all(stale.map((n) => rm(join(dir, n), { recursive: true, force: true })));
+}
+
 function committedManifest(manifest: Manifest, verdict: Verdict): Manifest {
   return updated(manifest, {
     status: "committed", outcome: verdict.outcome,

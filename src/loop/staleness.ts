@@ -28,13 +28,16 @@ export function checkAdapter(adapter: RolloutCompleted["adapter"], state: StateR
   const before = announced.filter((a) => a.seq === undefined || a.seq < seq);
   const own = (list: typeof announced) => list.some((a) => a.round === adapter.round);
   const served = own(before) || !own(announced) ? before : announced;
+  // reached the stream before every adapter the record's window holds was announced: those announced before it have
+  // left the window, and how many came after its own can no longer be told — it is not rejected on a guess
+  if (served.length === 0) return;
   let index = served.length - 1;
   while (index >= 0 && served[index]?.round !== adapter.round) index--;
   if (index < 0) {
     // published before every adapter the record's window holds (RECENT_ADAPTERS): those announced before the rollout
-    // arrived came after its own, and at most one a round between it and the window's lowest round (left the window,
-    // so announced before those: counted as before the rollout). Counted as that many (the rounds' distance when every
-    // round published, as before the window existed), so a large maxStaleness admits what it says it admits.
+    // arrived came after its own, and at most one a round between it and the window's lowest round (left the window
+    // before them, so announced before the rollout too). Counted as that many (the rounds' distance when every round
+    // published, as before the window existed), so a large maxStaleness admits what it says it admits.
     const lowest = Math.min(...announced.map((a) => a.round));
     const staleness = served.length + Math.max(0, lowest - adapter.round - 1);
     if (staleness <= maxStaleness) return;
