@@ -5,9 +5,12 @@
 // own gap (the mean over its steps of |Σ old − vllm_logp|) is compared with the median of its round's: one above it
 // by more than the limit, while fewer than half of its round are, is what is wrong, and only it is taken out. A round
 // whose gaps are all shifted (another adapter served, another precision) singles no rollout out: the sampler and the
-// trainer disagree as a whole, and the round's gate decides, as before. Only rollouts served by the adapter the
-// round trains from are judged (the trainer's log-probs are that adapter's): an older adapter's rollouts, admitted
-// off-policy, or a regressed adapter's in a round trained again from a rollback's target, differ from it for a reason.
+// trainer disagree as a whole, and the round's gate decides, as before. The trainer's log-probs are those of the
+// adapter the round trains from: the rollouts of an older one (admitted off-policy, or a regressed adapter's in a
+// round trained again from a rollback's target) carry the policy's change since in their gap too, shared by the
+// others served alike; the limit is meant far above it. They are judged with the rest: many of a steady round's
+// rollouts are served by the adapter before its parent, and leaving them out would leave a wrong one among them free
+// to fail its round.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { decodeWithNonFinite, LOGP_GAPS_FILE, LogpGaps, type Manifest } from "../contract/index.js";
@@ -18,9 +21,8 @@ export type OutlierCheck =
   | { kind: "unchecked"; why: string }
   | { kind: "outliers"; culprits: Culprit[] };
 
-/** The rollouts of `manifest` to take out, judged from the attempt's `outDir`; `limit` in nats; `judged`: the
- *  stream sequences of the rollouts served by the adapter the round trains from. */
-export async function logpOutliers(manifest: Manifest, outDir: string, limit: number | null, judged: ReadonlySet<number>): Promise<OutlierCheck> {
+/** The rollouts of `manifest` to take out, judged from the attempt's `outDir`; `limit` in nats. */
+export async function logpOutliers(manifest: Manifest, outDir: string, limit: number | null): Promise<OutlierCheck> {
   if (limit === null) return { kind: "none" };
   const gaps = await readGaps(join(outDir, LOGP_GAPS_FILE));
   if (typeof gaps === "string") return { kind: "unchecked", why: gaps };
@@ -29,7 +31,7 @@ export async function logpOutliers(manifest: Manifest, outDir: string, limit: nu
   const own = manifest.events.map((event) => {
     const rows = gaps.slice(row, (row += event.rows));
     return { event, gap: rows.reduce((s, g) => s + Math.abs(g), 0) / rows.length };
-  }).filter((o) => judged.has(o.event.seq));
+  });
   // a NaN gap is the trainer's (vllm_logp is finite by validation): the statistics' check judges it, not this
   if (!own.every((o) => Number.isFinite(o.gap))) return { kind: "unchecked", why: `${LOGP_GAPS_FILE} holds a gap that is not finite` };
   if (own.length === 0) return { kind: "none" };

@@ -424,9 +424,7 @@ export class RoundRunner {
     const k3 = stats.mismatch?.k3;
     const mismatchFails = gate.maxMismatchKl !== null && k3 !== undefined && k3 > gate.maxMismatchKl;
     if (!gapFails && !mismatchFails) return null;
-    const items = await this.#rolloutsOf(manifest.round, manifest.events);
-    const byParent = new Set(items.filter((i) => i.rollout.adapter.round === manifest.parent.round).map((i) => i.seq));
-    const check = await logpOutliers(manifest, outDir, gate.maxRolloutLogpGapAbs, byParent);
+    const check = await logpOutliers(manifest, outDir, gate.maxRolloutLogpGapAbs);
     if (check.kind === "unchecked" && !this.#gapsUnchecked) {
       this.#gapsUnchecked = true;
       this.ctx.log.warn({ round: manifest.round, why: check.why }, "gate.maxRolloutLogpGapAbs: rollouts not checked one by one");
