@@ -207,9 +207,11 @@ async function main() {
   }
   const adapters = await eventsOn<AdapterPublished>(env.jsm, subjects("bt").adapterPublished);
   const announcedTwice = adapters.length - new Set(adapters.map((a) => a.round)).size;
+  const badByReason: Record<string, number> = {};
+  for (const e of expected) if (e.want !== "trained") badByReason[e.want] = (badByReason[e.want] ?? 0) + 1;
   const report = {
     trainer: REAL ? "real (resident ranks, tiny model, CPU)" : "fake (test double)", cycles: CYCLES, seed: Number(args.seed), ...tally,
-    ...counts, rounds: new Set([...acc.rounds.values()].flat()).size, emptyRounds: acc.emptyRounds.length, adapters: adapters.length, announcedTwice,
+    ...counts, badByReason, rounds: new Set([...acc.rounds.values()].flat()).size, emptyRounds: acc.emptyRounds.length, adapters: adapters.length, announcedTwice,
     wrong: wrong.length, minutes: Number(((Date.now() - started) / 60_000).toFixed(1)),
   };
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
