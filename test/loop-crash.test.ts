@@ -144,6 +144,34 @@ describe("loop - crash safety", () => {
     expect(await second.exited).toBe(0);
   });
 
+  it("SIGKILL after a round trained without its wrong-logp rollout, before the commit: the restart takes that training and rejects the rollout with its reason", async () => {
+    env = await startLoopEnv();
+    const config = env.writeConfig({
+      round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
+      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
+    });
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("finished-gap", i, { steps: 2 })));
+    for (const step of rollouts[2]!.steps) step.vllm_logp = -999;
+    await publishRollouts(env.js, rollouts);
+    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "training:1" });
+    await first.waitForLog("pause at training", (l) => l.testPause === "training");
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const second = spawnDaemon(config);
+    const acc = await waitFor("every rollout accounted for", async () => {
+      const a = await accounting(env!);
+      return misaccounted(a, rollouts.map((r) => r.id)).length === 0 ? a : null;
+    }, 60_000);
+    expect(acc.rejections.get("finished-gap-2")).toEqual(["logp_mismatch"]);
+    for (const r of rollouts.filter((r) => r.id !== "finished-gap-2")) expect(acc.rounds.get(r.id), r.id).toEqual([1]);
+    expect(second.lines.some((l) => l.msg === "using the finished training of the previous run's last attempt" && l.round === 1)).toBe(true);
+    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
+    expect(trained.at(-1)).toMatchObject({ round: 1, stats: { rows: 6 } });
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  });
+
   it("SIGKILL while a rollout is taken out of its trained round (new manifest, old train.jsonl): the restart trains the manifest's rows", async () => {
     env = await startLoopEnv();
     const config = env.writeConfig({
