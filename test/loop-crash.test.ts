@@ -5,6 +5,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RoundEvent } from "../src/contract/index.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { roundDir } from "../src/loop/paths.js";
 import { StateStore } from "../src/loop/state.js";
 import { PAUSE_PHASES } from "../src/loop/test-hooks.js";
 import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
@@ -140,6 +142,35 @@ describe("loop - crash safety", () => {
     await publishRollouts(env.js, [after]);
     const rejected = await waitFor("the late r0 rollout judged", async () => (await accounting(env!)).rejections.get(after.id) ?? null, 30_000);
     expect(rejected).toEqual(["stale_adapter"]);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  });
+
+  it("SIGKILL right after an attempt trained with a wrong-logp rollout: the restart takes that finished attempt, takes the rollout out, and trains the rest", async () => {
+    env = await startLoopEnv();
+    const config = env.writeConfig({
+      round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
+      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
+    });
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("attempt-gap", i, { steps: 2 })));
+    for (const step of rollouts[3]!.steps) step.vllm_logp = -999;
+    await publishRollouts(env.js, rollouts);
+    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "attempt:1" });
+    await first.waitForLog("pause at attempt", (l) => l.testPause === "attempt");
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const second = spawnDaemon(config);
+    const acc = await waitFor("every rollout accounted for", async () => {
+      const a = await accounting(env!);
+      return misaccounted(a, rollouts.map((r) => r.id)).length === 0 ? a : null;
+    }, 60_000);
+    expect(acc.rejections.get("attempt-gap-3")).toEqual(["logp_mismatch"]);
+    expect(second.lines.some((l) => l.msg === "using the finished training of the previous run's last attempt" && l.round === 1)).toBe(true);
+    expect(second.lines.some((l) => l.msg === "rollouts taken out of the round" && l.round === 1)).toBe(true);
+    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
+    expect(trained.at(-1)).toMatchObject({ round: 1, stats: { rows: 6 } });
+    expect((await readManifest(roundDir(env.workDir, POLICY, 1)))?.outcome).toBe("published");
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);
   });

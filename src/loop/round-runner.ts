@@ -271,6 +271,7 @@ export class RoundRunner {
       await ctx.events.round({ type: "round.training", round: manifest.round, attempt });
       const outDir = attemptOutDir(dir, attempt);
       const result = await this.#attempt(manifest, dir, outDir);
+      await pausePoint("attempt", manifest.round, ctx.log);
       const garbage = "stats" in result ? nonFiniteStat(result.stats) : null;
       if ("stats" in result && garbage === null) {
         if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });

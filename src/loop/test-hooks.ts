@@ -9,11 +9,12 @@
 //   announced   the adapter is announced, its round.published lifecycle event not yet
 //   isolated    rollouts taken out of a trained round: its new manifest written, train.jsonl not yet rebuilt (a
 //               round with no rollout taken out never reaches it)
+//   attempt     a training attempt finished, before anything judges it (the log-prob outliers, the gate)
 import type { Logger } from "pino";
 
 /** The points every round passes. */
 export const PAUSE_PHASES = ["intake", "assembling", "training", "committed", "publishing", "announced"] as const;
-export type PausePhase = (typeof PAUSE_PHASES)[number] | "isolated";
+export type PausePhase = (typeof PAUSE_PHASES)[number] | "isolated" | "attempt";
 
 let fired = false;
 
