@@ -9,7 +9,9 @@ import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
 import { StateStore } from "../src/loop/state.js";
 import { PAUSE_PHASES } from "../src/loop/test-hooks.js";
-import { POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+import {
+  POLICY, accounting, eventsOn, makeRollout, misaccounted, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type DaemonProcess, type LoopEnv,
+} from "./helpers/loop.js";
 
 const ROLLOUTS = 12;
 
@@ -146,17 +148,22 @@ describe("loop - crash safety", () => {
     expect(await second.exited).toBe(0);
   });
 
-  it("SIGKILL right after an attempt trained with a wrong-logp rollout: the restart takes that finished attempt, takes the rollout out, and trains the rest", async () => {
+  /**
+   * Round 1 of four two-step rollouts, rollout `wrong`'s vllm_logp far from the test double's (its gap -0.001·vllm_logp)
+   * so that it alone fails gate.maxLogpGapAbs; the daemon SIGKILLed at `phase` of round 1 and started again. Returns
+   * once every rollout is accounted for, with the restarted daemon, the accounting, and round 1's last training.
+   */
+  async function killedWithWrongLogp(tag: string, wrong: number, phase: "attempt" | "training" | "isolated") {
     env = await startLoopEnv();
     const config = env.writeConfig({
       round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
-      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
+      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 },
     });
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("attempt-gap", i, { steps: 2 })));
-    for (const step of rollouts[3]!.steps) step.vllm_logp = -999;
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout(tag, i, { steps: 2 })));
+    for (const step of rollouts[wrong]!.steps) step.vllm_logp = -999;
     await publishRollouts(env.js, rollouts);
-    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "attempt:1" });
-    await first.waitForLog("pause at attempt", (l) => l.testPause === "attempt");
+    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: `${phase}:1` });
+    await first.waitForLog(`pause at ${phase}`, (l) => l.testPause === phase);
     first.child.kill("SIGKILL");
     await first.exited;
 
@@ -165,69 +172,40 @@ describe("loop - crash safety", () => {
       const a = await accounting(env!);
       return misaccounted(a, rollouts.map((r) => r.id)).length === 0 ? a : null;
     }, 60_000);
+    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
+    return { second, acc, rollouts, lastTrained: trained.at(-1) };
+  }
+
+  const stop = async (daemon: DaemonProcess) => {
+    daemon.child.kill("SIGTERM");
+    expect(await daemon.exited).toBe(0);
+  };
+
+  it("SIGKILL right after an attempt trained with a wrong-logp rollout: the restart takes that finished attempt, takes the rollout out, and trains the rest", async () => {
+    const { second, acc, lastTrained } = await killedWithWrongLogp("attempt-gap", 3, "attempt");
     expect(acc.rejections.get("attempt-gap-3")).toEqual(["logp_mismatch"]);
     expect(second.lines.some((l) => l.msg === "using the finished training of the previous run's last attempt" && l.round === 1)).toBe(true);
     expect(second.lines.some((l) => l.msg === "rollouts taken out of the round" && l.round === 1)).toBe(true);
-    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
-    expect(trained.at(-1)).toMatchObject({ round: 1, stats: { rows: 6 } });
-    expect((await readManifest(roundDir(env.workDir, POLICY, 1)))?.outcome).toBe("published");
-    second.child.kill("SIGTERM");
-    expect(await second.exited).toBe(0);
+    expect(lastTrained).toMatchObject({ round: 1, stats: { rows: 6 } });
+    expect((await readManifest(roundDir(env!.workDir, POLICY, 1)))?.outcome).toBe("published");
+    await stop(second);
   });
 
   it("SIGKILL after a round trained without its wrong-logp rollout, before the commit: the restart takes that training and rejects the rollout with its reason", async () => {
-    env = await startLoopEnv();
-    const config = env.writeConfig({
-      round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
-      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
-    });
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("finished-gap", i, { steps: 2 })));
-    for (const step of rollouts[2]!.steps) step.vllm_logp = -999;
-    await publishRollouts(env.js, rollouts);
-    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "training:1" });
-    await first.waitForLog("pause at training", (l) => l.testPause === "training");
-    first.child.kill("SIGKILL");
-    await first.exited;
-
-    const second = spawnDaemon(config);
-    const acc = await waitFor("every rollout accounted for", async () => {
-      const a = await accounting(env!);
-      return misaccounted(a, rollouts.map((r) => r.id)).length === 0 ? a : null;
-    }, 60_000);
+    const { second, acc, rollouts, lastTrained } = await killedWithWrongLogp("finished-gap", 2, "training");
     expect(acc.rejections.get("finished-gap-2")).toEqual(["logp_mismatch"]);
     for (const r of rollouts.filter((r) => r.id !== "finished-gap-2")) expect(acc.rounds.get(r.id), r.id).toEqual([1]);
     expect(second.lines.some((l) => l.msg === "using the finished training of the previous run's last attempt" && l.round === 1)).toBe(true);
-    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
-    expect(trained.at(-1)).toMatchObject({ round: 1, stats: { rows: 6 } });
-    second.child.kill("SIGTERM");
-    expect(await second.exited).toBe(0);
+    expect(lastTrained).toMatchObject({ round: 1, stats: { rows: 6 } });
+    await stop(second);
   });
 
   it("SIGKILL while a rollout is taken out of its trained round (new manifest, old train.jsonl): the restart trains the manifest's rows", async () => {
-    env = await startLoopEnv();
-    const config = env.writeConfig({
-      round: { rows: 8, maxWaitS: 1, minRows: 1 }, consumer: { ackWaitS: 1, fetchBatch: 32 }, log: { level: "info" },
-      gate: { maxLogpGapAbs: 0.1, maxRolloutLogpGapAbs: 0.5 }, // the test double's gap is -0.001·vllm_logp
-    });
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("killed-gap", i, { steps: 2 })));
-    for (const step of rollouts[1]!.steps) step.vllm_logp = -999;
-    await publishRollouts(env.js, rollouts);
-    const first = spawnDaemon(config, { RLLOOP_TEST_PAUSE_AT: "isolated:1" });
-    await first.waitForLog("pause at isolated", (l) => l.testPause === "isolated");
-    first.child.kill("SIGKILL");
-    await first.exited;
-
-    const second = spawnDaemon(config);
-    const acc = await waitFor("every rollout accounted for", async () => {
-      const a = await accounting(env!);
-      return misaccounted(a, rollouts.map((r) => r.id)).length === 0 ? a : null;
-    }, 60_000);
+    const { second, acc, lastTrained } = await killedWithWrongLogp("killed-gap", 1, "isolated");
     expect(acc.rejections.get("killed-gap-1")).toEqual(["logp_mismatch"]);
     expect(second.lines.some((l) => l.msg === "train.jsonl did not match the round's manifest: rebuilt from its events" && l.same === true)).toBe(true);
-    const trained = (await eventsOn<RoundEvent>(env.jsm, subjects(POLICY).rounds)).filter((e) => e.type === "round.trained");
-    expect(trained.at(-1)).toMatchObject({ round: 1, stats: { rows: 6 } }); // its rows out, the others' in
-    second.child.kill("SIGTERM");
-    expect(await second.exited).toBe(0);
+    expect(lastTrained).toMatchObject({ round: 1, stats: { rows: 6 } }); // its rows out, the others' in
+    await stop(second);
   });
 });
 

@@ -15,10 +15,18 @@ export function checkGate(stats: PpoStats, gate: Config["gate"]): GateResult {
   ];
   for (const [key, limit, name] of limits) {
     const value = stats[key];
-    if (limit !== null && value > limit) return { ok: false, reason: `${key} ${value} exceeds ${name} ${limit}` };
+    if (exceeds(value, limit)) return { ok: false, reason: `${key} ${value} exceeds ${name} ${limit}` };
   }
   return checkMismatch(stats, gate.maxMismatchKl);
 }
+
+/** Whether the statistics exceed a limit one rollout's vllm_logp can move alone (logp_gap_abs, mismatch.k3): the
+ *  rounds whose rollouts logp-outliers.ts looks at one by one. */
+export function failsLogpGate(stats: PpoStats, gate: Config["gate"]): boolean {
+  return exceeds(stats.logp_gap_abs, gate.maxLogpGapAbs) || exceeds(stats.mismatch?.k3, gate.maxMismatchKl);
+}
+
+const exceeds = (value: number | undefined, limit: number | null): boolean => limit !== null && value !== undefined && value > limit;
 
 /** Sampler/trainer mismatch KL (k3) from the trainer's optional mismatch statistics (trainer.mismatchStats). */
 function checkMismatch(stats: PpoStats, limit: number | null): GateResult {

@@ -22,7 +22,7 @@ import { degradedCause, setDegraded, setHealthy, setPhase, type Buffered, type L
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
 import { isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
-import { checkGate, nonFiniteStat } from "./gate.js";
+import { checkGate, failsLogpGate, nonFiniteStat } from "./gate.js";
 import { logpOutliers } from "./logp-outliers.js";
 import { updated, writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, incomingDir, roundDir } from "./paths.js";
@@ -259,8 +259,12 @@ export class RoundRunner {
     const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
     let suspect = 0; // consecutive failures with the probe training: the rows are suspect
     let unreproduced = 0; // isolations that found no culprit
-    let diverged: { stats: PpoStats; outDir: string } | null = null; // the last attempt with the rows' non-finite statistics
-    let divergences = 0; // consecutive attempts with them
+    // the last attempt with the rows' non-finite statistics (its output kept for the gate), and how many in a row had them
+    let diverged: { stats: PpoStats; outDir: string; times: number } | null = null;
+    const forgetDiverged = async () => {
+      if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
+      diverged = null;
+    };
     for (;;) {
       if (manifest.events.length === 0) return { manifest, stats: null, outDir: null };
       this.#throwIfStopping();
@@ -274,8 +278,7 @@ export class RoundRunner {
       await pausePoint("attempt", manifest.round, ctx.log);
       const garbage = "stats" in result ? nonFiniteStat(result.stats) : null;
       if ("stats" in result && garbage === null) {
-        if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
-        diverged = null;
+        await forgetDiverged();
         const without = await this.#withoutOutliers(manifest, result.stats, dir, outDir);
         if (without === null) return this.#trained(manifest, result.stats, outDir);
         // trained again without them: their rows alone failed the round's gate. The trainer trained: what failed
@@ -292,10 +295,10 @@ export class RoundRunner {
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
       // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
       // do: the gate rejects it then, from the last such attempt's output (kept for it)
-      if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
-      diverged = "stats" in result && fault === "data" ? { stats: result.stats, outDir } : null;
-      divergences = diverged === null ? 0 : divergences + 1;
-      if ("stats" in result && diverged === null) await rm(outDir, { recursive: true, force: true });
+      const times: number = (diverged?.times ?? 0) + 1;
+      await forgetDiverged();
+      if ("stats" in result && fault === "data") diverged = { stats: result.stats, outDir, times };
+      else if ("stats" in result) await rm(outDir, { recursive: true, force: true });
       this.#throwIfStopping();
       const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
@@ -314,15 +317,14 @@ export class RoundRunner {
       // blamed on rollouts, the gate rejects the round as it always did
       const roundsOwn = culprits.length === 0 || culprits.length * 2 >= manifest.events.length;
       if (diverged !== null && roundsOwn) {
-        if (divergences >= 2) return this.#trained(manifest, diverged.stats, diverged.outDir);
+        if (diverged.times >= 2) return this.#trained(manifest, diverged.stats, diverged.outDir);
         continue; // it diverged once (a one-off of the host's?): the whole round again before anything is decided
       }
       if (culprits.length === 0) {
         if (++unreproduced >= 2) await this.#degradedWait(`round ${manifest.round} fails as a whole but every part of it trains: ${errorSummary(error)}`, backoff);
         continue;
       }
-      if (diverged !== null) await rm(diverged.outDir, { recursive: true, force: true });
-      diverged = null;
+      await forgetDiverged();
       manifest = await this.#withoutPoison(manifest, dir, culprits);
     }
   }
@@ -420,11 +422,7 @@ export class RoundRunner {
    *  trainer wrote no gaps: said once). */
   async #withoutOutliers(manifest: Manifest, stats: PpoStats, dir: string, outDir: string): Promise<Manifest | null> {
     const { gate } = this.ctx.config;
-    // only the gates a single rollout's vllm_logp can move (kl and clip_frac do not read it)
-    const gapFails = gate.maxLogpGapAbs !== null && stats.logp_gap_abs > gate.maxLogpGapAbs;
-    const k3 = stats.mismatch?.k3;
-    const mismatchFails = gate.maxMismatchKl !== null && k3 !== undefined && k3 > gate.maxMismatchKl;
-    if (!gapFails && !mismatchFails) return null;
+    if (!failsLogpGate(stats, gate)) return null;
     const check = await logpOutliers(manifest, outDir, gate.maxRolloutLogpGapAbs);
     if (check.kind === "unchecked" && !this.#gapsUnchecked) {
       this.#gapsUnchecked = true;
