@@ -3,10 +3,13 @@
 // rollouts; bad ones the schema refuses, ones nested too deep, ones with a reward out of range, ones with a vllm_logp
 // far from their adapter's (logp_mismatch), and poison rollouts the trainer crashes or diverges on), starts the daemon, and does one of: SIGKILL the daemon after a random delay, SIGKILL the
 // trainer processes in the middle of a job (a rank killed from outside), break the trainer for a while (every job
-// fails, the probe too) and repair it, or let the cycle run. At the end a last daemon drains everything.
+// fails, the probe too) and repair it, or let the cycle run; with --full-disk the work dir is a real 64 MiB tmpfs
+// (mounted by the bench: root) and a cycle may also fill it to ENOSPC for a while and free it. At the end a last
+// daemon drains everything.
 // The invariant checked: every good rollout in exactly one committed round, every bad one in exactly one rejection
-// with its expected reason, no adapter announced twice.
-//   npx tsx bench/fault-injection.ts [--cycles 40] [--seed 7] [--trainer fake|real]
+// with its expected reason, no adapter announced twice, no daemon that ended on its own (every end is the bench's
+// signal: a fault of the trainer, its host or a rollout never stops the daemon).
+//   npx tsx bench/fault-injection.ts [--cycles 40] [--seed 7] [--trainer fake|real] [--full-disk]
 // --trainer real runs the resident trainer (rank processes, the tests' tiny Qwen3.5 on CPU): slower, its kills hit
 // real rank processes; fake is the test double as a custom trainer.command (a killed "rank" is its process).
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -16,14 +19,19 @@ import { consumerName, ROLLOUT_STREAM, subjects, type AdapterPublished } from ".
 import {
   accounting, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type DaemonProcess, type LoopEnv,
 } from "../test/helpers/loop.js";
+import { smallDisk } from "../test/helpers/small-disk.js";
 import { trainFixture } from "../test/helpers/train-run.js";
 import { mersenne } from "pure-rand/generator/mersenne";
 import { uniformFloat64 } from "pure-rand/distribution/uniformFloat64";
 import { setTimeout as sleep } from "node:timers/promises";
 
 const { values: args } = parseArgs({
-  options: { cycles: { type: "string", default: "40" }, seed: { type: "string", default: "7" }, trainer: { type: "string", default: "fake" } },
+  options: {
+    cycles: { type: "string", default: "40" }, seed: { type: "string", default: "7" }, trainer: { type: "string", default: "fake" },
+    "full-disk": { type: "boolean", default: false },
+  },
 });
+const FULL_DISK = args["full-disk"];
 const CYCLES = Number(args.cycles);
 const REAL = args.trainer === "real";
 const POISON = "target-poison";
@@ -104,6 +112,7 @@ function descendants(pid: number, pattern: RegExp): number[] {
 
 async function main() {
   const env = await startLoopEnv();
+  const disk = FULL_DISK ? smallDisk(env.workDir, 64) : null;
   const broken = join(env.dir, "trainer-broken");
   const trainerEnv = { FAKE_TRAINER_POISON: POISON, FAKE_TRAINER_NAN_NAME: DIVERGES, FAKE_TRAINER_FAIL_WHILE: broken, FAKE_TRAINER_SLEEP_MS: "300", RLLOOP_LOG_LEVEL: "warn" };
   let trainer: Record<string, unknown> = { env: trainerEnv, retryMinS: 0.3, retryMaxS: 2 };
@@ -121,16 +130,23 @@ async function main() {
     adapter: { initial }, trainer, gate, round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 1000 }, log: { level: "info" },
   });
   const expected: Expect[] = [];
-  const tally = { daemonKills: 0, trainerKills: 0, trainerBroken: 0, quiet: 0 };
+  const tally = { daemonKills: 0, trainerKills: 0, trainerBroken: 0, diskFull: 0, quiet: 0, selfExits: 0 };
+  /** Signals the daemon; one that already ended did so on its own (counted, its last lines shown). */
+  const signal = (daemon: DaemonProcess, sig: NodeJS.Signals) => {
+    if (daemon.child.exitCode === null && daemon.child.signalCode === null) return void daemon.child.kill(sig);
+    tally.selfExits++;
+    process.stderr.write(`the daemon ended on its own (${daemon.child.exitCode}):\n${daemon.lines.slice(-5).map((l) => JSON.stringify(l)).join("\n")}\n`);
+  };
   const started = Date.now();
   for (let cycle = 0; cycle < CYCLES; cycle++) {
     await batch(env, cycle, expected);
     const daemon: DaemonProcess = spawnDaemon(file);
     await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started");
-    const action = pick(REAL ? ["daemon", "trainer", "quiet"] as const : ["daemon", "daemon", "trainer", "broken", "quiet"] as const);
+    const actions = REAL ? ["daemon", "trainer", "quiet"] as const : ["daemon", "daemon", "trainer", "broken", "quiet"] as const;
+    const action = pick(disk ? [...actions, "full"] as const : actions);
     if (action === "daemon") {
       await sleep(200 + random() * 2500);
-      daemon.child.kill("SIGKILL");
+      signal(daemon, "SIGKILL");
       tally.daemonKills++;
     } else if (action === "trainer") {
       const pattern = REAL ? /rank-process/ : /fake-trainer/;
@@ -147,17 +163,25 @@ async function main() {
       }
       if (pids.length > 0) tally.trainerKills++;
       await sleep(1500);
-      daemon.child.kill("SIGTERM");
+      signal(daemon, "SIGTERM");
     } else if (action === "broken") {
       writeFileSync(broken, "");
       await sleep(1500 + random() * 2000);
       rmSync(broken, { force: true });
       tally.trainerBroken++;
       await sleep(1000);
-      daemon.child.kill("SIGTERM");
+      signal(daemon, "SIGTERM");
+    } else if (action === "full" && disk) {
+      await sleep(random() * 1500); // at intake, assembling, training or committing
+      disk.fill();
+      await sleep(1500 + random() * 2000);
+      disk.free();
+      tally.diskFull++;
+      await sleep(1000);
+      signal(daemon, "SIGTERM");
     } else {
       await sleep(2000);
-      daemon.child.kill("SIGTERM");
+      signal(daemon, "SIGTERM");
       tally.quiet++;
     }
     await daemon.exited;
@@ -216,8 +240,9 @@ async function main() {
   };
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   for (const w of wrong.slice(0, 20)) process.stdout.write(`  ${w}\n`);
+  disk?.close();
   await env.close();
-  if (wrong.length > 0 || announcedTwice > 0) process.exitCode = 1;
+  if (wrong.length > 0 || announcedTwice > 0 || tally.selfExits > 0) process.exitCode = 1;
 }
 
 await main();

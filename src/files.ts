@@ -2,7 +2,7 @@
 // old file or the new one, never a torn one. Plus sha256 of files and buffers.
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { open, rename, mkdir } from "node:fs/promises";
+import { open, rename, mkdir, rm } from "node:fs/promises";
 import { dirname, basename, join } from "node:path";
 
 export async function fsyncDir(dir: string): Promise<void> {
@@ -21,12 +21,18 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
   const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}`);
   const handle = await open(tmp, "w");
   try {
-    await handle.writeFile(data);
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, path);
+  } catch (err) {
+    // a full disk must not keep what it could not finish: the part written would hold the space it lacks
+    await rm(tmp, { force: true }).catch(() => {});
+    throw err;
   }
-  await rename(tmp, path);
   await fsyncDir(dir);
 }
 

@@ -1,7 +1,7 @@
 // Round folder assembly (DESIGN.md data flow step 4): move the round's frames from incoming/ into frames/, compute
 // advantages, write train.jsonl in the seed's row format and the manifest. `trainJsonl` is a pure function of
 // the rollouts (sorted by stream sequence) and the advantage config, so replay reproduces it byte for byte.
-import { mkdir, rename, rm } from "node:fs/promises";
+import { access, mkdir, readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { advantages, type Episode } from "./advantages.js";
 import type { AdvantageConfig } from "./config/index.js";
@@ -71,16 +71,17 @@ export interface AssembleInput {
   beforeManifest?: () => Promise<void>;
 }
 
-/** Frames must already be in incoming/ (intake wrote them); the folder is rebuilt from scratch. */
+/**
+ * Frames must be in incoming/ (intake wrote them), or in the folder's frames/ already: an assembly that failed part
+ * way (a full disk) is done again in the same folder, and the frames it moved are the round's. The rest of the
+ * folder is rebuilt from scratch.
+ */
 export async function assembleRound(input: AssembleInput): Promise<Manifest> {
   const frames = join(input.dir, "frames");
-  await rm(input.dir, { recursive: true, force: true });
+  const names = input.items.flatMap(({ seq, rollout }) => rollout.steps.map((_, k) => frameFileName(seq, k)));
+  await clearFolder(input.dir, frames, new Set(names));
   await mkdir(frames, { recursive: true });
-  for (const { seq, rollout } of input.items) {
-    for (let k = 0; k < rollout.steps.length; k++) {
-      await rename(join(input.incoming, frameFileName(seq, k)), join(frames, frameFileName(seq, k)));
-    }
-  }
+  for (const name of names) await moveFrame(join(input.incoming, name), join(frames, name));
   const text = trainJsonl(input.items, input.advantage);
   await writeFileAtomic(join(input.dir, TRAIN_FILE), text);
   await writeFileAtomic(join(input.dir, ROLLOUTS_FILE), input.items.map(({ seq, rollout }) => `${JSON.stringify({ seq, rollout: withoutInlineFrames(rollout) })}\n`).join(""));
@@ -107,4 +108,31 @@ export async function assembleRound(input: AssembleInput): Promise<Manifest> {
   };
   await writeManifest(input.dir, manifest);
   return manifest;
+}
+
+/** Empties `dir` but the frames in `frames` named in `keep`. */
+async function clearFolder(dir: string, frames: string, keep: ReadonlySet<string>): Promise<void> {
+  const entries = await entriesOf(dir);
+  await Promise.all(entries.filter((n) => join(dir, n) !== frames).map((n) => rm(join(dir, n), { recursive: true, force: true })));
+  const kept = await entriesOf(frames);
+  await Promise.all(kept.filter((n) => !keep.has(n)).map((n) => rm(join(frames, n), { force: true })));
+}
+
+async function entriesOf(dir: string): Promise<string[]> {
+  return readdir(dir).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return [];
+    throw err;
+  });
+}
+
+/** Renames a frame into the round; one already there (moved by an earlier try of this assembly) stays. */
+async function moveFrame(from: string, to: string): Promise<void> {
+  try {
+    await rename(from, to);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    await access(to).catch(() => {
+      throw err; // in neither place: the rename's own error says which frame is missing
+    });
+  }
 }

@@ -20,11 +20,11 @@ import { Backoff } from "./backoff.js";
 import { configHash } from "./config/index.js";
 import { degradedCause, setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
-import { isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
+import { isDiskFault, isLeaseError, namesDiskFault, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate, failsLogpGate, nonFiniteStat } from "./gate.js";
 import { logpOutliers } from "./logp-outliers.js";
-import { updated, writeManifest, type Manifest } from "./manifest.js";
+import { readManifest, updated, writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
 import type { Probe } from "./probe.js";
@@ -86,16 +86,31 @@ export class RoundRunner {
   async runClosed(round: number, entries: Buffered[], trigger: RoundTrigger): Promise<void> {
     const { ctx } = this;
     setPhase(ctx, "assembling");
-    const state = ctx.state.record;
     const rows = entries.reduce((n, e) => n + e.rows, 0);
     await ctx.events.round({ type: "round.closed", round, trigger, rows, rollouts: entries.length });
-    const started = performance.now();
-    const items: RoundRollout[] = entries.map((e) => ({ seq: e.seq, rollout: e.rollout }));
-    this.#known = new Map(items.map((item) => [item.seq, item]));
+    this.#known = new Map(entries.map((e) => [e.seq, { seq: e.seq, rollout: e.rollout }]));
     this.#lastArrival = Math.max(...entries.map((e) => e.arrivedAt));
     const dir = roundDir(ctx.config.workDir, ctx.policy, round);
+    await this.#throughDiskFaults(round, async (again) => {
+      const manifest = (again ? await readManifest(dir) : null) ?? await this.#assemble(round, entries, trigger, dir);
+      await this.#run(manifest);
+    });
+  }
+
+  /** Train, gate, commit, ack, publish a round that has a manifest (a killed daemon's pending round). */
+  async run(manifest: Manifest): Promise<void> {
+    const dir = roundDir(this.ctx.config.workDir, this.ctx.policy, manifest.round);
+    await this.#throughDiskFaults(manifest.round, async (again) => this.#run((again ? await readManifest(dir) : null) ?? manifest));
+  }
+
+  async #assemble(round: number, entries: Buffered[], trigger: RoundTrigger, dir: string): Promise<Manifest> {
+    const { ctx } = this;
+    setPhase(ctx, "assembling");
+    const state = ctx.state.record;
+    const rows = entries.reduce((n, e) => n + e.rows, 0);
+    const started = performance.now();
     const manifest = await assembleRound({
-      round, policy: ctx.policy, dir, incoming: incomingDir(ctx.config.workDir, ctx.policy), items, trigger,
+      round, policy: ctx.policy, dir, incoming: incomingDir(ctx.config.workDir, ctx.policy), items: [...this.#known.values()], trigger,
       advantage: ctx.config.advantage,
       parent: { round: state.adapter.round, path: state.adapter.path, sha256: state.adapter.sha256 },
       reference: { path: state.reference.path, sha256: state.reference.sha256 },
@@ -105,11 +120,35 @@ export class RoundRunner {
     ctx.metrics.stepSeconds.observe({ step: "assemble" }, (performance.now() - started) / 1000);
     ctx.log.info({ round, rows, rollouts: entries.length, trigger, sha256: manifest.train_sha256 }, "round assembled");
     await ctx.events.round({ type: "round.assembled", round, rows, sha256: manifest.train_sha256, dir });
-    await this.run(manifest);
+    return manifest;
   }
 
-  /** Train, gate, commit, ack, publish a round that has a manifest. */
-  async run(manifest: Manifest): Promise<void> {
+  /**
+   * Runs a round's job through faults of the work directory's disk (full, over quota, read-only, failing: errors.ts
+   * isDiskFault) before its commit: the round waits, degraded, and is taken up again from what its folder holds —
+   * its manifest, or the rollouts in hand when it has none — as a restart would take it, so the daemon stays up and
+   * no rollout is rejected for the host's fault. After the commit each step retries on its own (retry.ts).
+   */
+  async #throughDiskFaults(round: number, job: (again: boolean) => Promise<void>): Promise<void> {
+    const { ctx } = this;
+    const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
+    let cause: string | null = null;
+    for (;;) {
+      try {
+        await job(cause !== null);
+        break;
+      } catch (err) {
+        if (!isDiskFault(err) || ctx.state.record.round >= round) throw err;
+        this.#throwIfStopping();
+        cause = `the work directory's disk fails round ${round}: ${(err as Error).message}`;
+        ctx.log.error({ round, err }, "the work directory's disk failed the round; it waits, then goes on from its folder");
+        await this.#degradedWait(cause, backoff);
+      }
+    }
+    if (cause !== null && degradedCause(ctx, "round") === cause) setHealthy(ctx);
+  }
+
+  async #run(manifest: Manifest): Promise<void> {
     const { ctx } = this;
     const dir = roundDir(ctx.config.workDir, ctx.policy, manifest.round);
     let trained = await this.#trainUntilDone(manifest, dir);
@@ -290,7 +329,8 @@ export class RoundRunner {
         continue;
       }
       this.#throwIfStopping();
-      const fault = await this.#blame(manifest);
+      const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
+      const fault = await this.#blame(manifest, error);
       // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
       // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
@@ -300,12 +340,12 @@ export class RoundRunner {
       if ("stats" in result && fault === "data") diverged = { stats: result.stats, outDir, times };
       else if ("stats" in result) await rm(outDir, { recursive: true, force: true });
       this.#throwIfStopping();
-      const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
       if (fault === "trainer") {
         suspect = 0;
-        await this.#degradedWait(`round ${manifest.round} cannot train and neither can the probe: ${errorSummary(error)}`, backoff);
+        const why = namesDiskFault(error) ? "its training's output cannot be written" : "cannot train and neither can the probe";
+        await this.#degradedWait(`round ${manifest.round} ${why}: ${errorSummary(error)}`, backoff);
         continue;
       }
       if (++suspect < 2) continue; // once more as a whole: a one-off failure (a rank killed from outside) blames no one
@@ -368,8 +408,10 @@ export class RoundRunner {
     return roundJob(this.ctx.config.trainer, { dir, data, adapter: manifest.parent.path ?? "", ref: manifest.reference.path ?? "", out, seed: manifest.seed });
   }
 
-  /** The probe decides: it fails too → the trainer or its host; it trains → the round's rows. */
-  async #blame(manifest: Manifest): Promise<FaultKind> {
+  /** The probe decides: it fails too → the trainer or its host; it trains → the round's rows. A failure that names a
+   *  disk that cannot take the output (full, read-only) is the host's without asking (errors.ts namesDiskFault). */
+  async #blame(manifest: Manifest, error: string): Promise<FaultKind> {
+    if (namesDiskFault(error)) return "trainer";
     const probe = await this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? "");
     if (this.ctx.stopping) return "undecided";
     if (!probe.ok) this.ctx.log.warn({ round: manifest.round, err: errorSummary(probe.error) }, "the probe failed too");
@@ -575,7 +617,8 @@ export class RoundRunner {
   async #afterCommit(manifest: Manifest, verdict: Verdict, revision: number, dir: string, clock: PhaseClock): Promise<void> {
     const { ctx } = this;
     const round = manifest.round;
-    await writeManifest(dir, manifest);
+    // committed: the folder's manifest says so once the disk takes it (a restart marks it, recovery.ts)
+    await retrying(() => writeManifest(dir, manifest), { what: `manifest of committed round ${round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => !isTransient(err) });
     clock.lap("manifest");
     ctx.applied.add(round, manifest.events);
     for (const p of manifest.poisoned) {

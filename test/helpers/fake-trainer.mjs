@@ -20,9 +20,13 @@
 //   FAKE_TRAINER_POISON: a step name; a job whose rows hold it crashes (a rollout that breaks training);
 //   FAKE_TRAINER_NAN_WEIGHTS: a step name; a job whose rows hold it writes NaN weights with finite statistics (a
 //     rollout whose last optimizer step diverges);
-//   FAKE_TRAINER_SLEEP_MS: every job takes this long (a daemon can be killed while it trains).
+//   FAKE_TRAINER_SLEEP_MS: every job takes this long (a daemon can be killed while it trains);
+//   FAKE_TRAINER_FILL_DISK: a file; the one job that finds <file>.after removes it, writes its outputs, then fills
+//     the disk under <file> until the kernel refuses (ENOSPC) and ends well (a disk that fills right after a
+//     training); the one that finds <file>.before fills it first, and fails on its own outputs (a disk that fills
+//     during one).
 // `fake-trainer.mjs init DIR` writes an initial adapter.
-import { mkdirSync, readFileSync, writeFileSync, renameSync, existsSync, statSync, truncateSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from "node:fs";
 import { basename, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -104,6 +108,9 @@ const gap = rows.map((r) => -r.vllm_logp * 0.001);
 const parent = readSafetensors(join(a.adapter, "adapter_model.safetensors"));
 const diverges = process.env.FAKE_TRAINER_NAN_WEIGHTS && rows.some((r) => r.name === process.env.FAKE_TRAINER_NAN_WEIGHTS);
 const next = Object.fromEntries(Object.entries(parent).map(([name, values]) => [name, values.map((v) => (diverges ? Number.NaN : v + 1e-3 * (1 + meanAdv)))]));
+const ballast = process.env.FAKE_TRAINER_FILL_DISK;
+const fillsDisk = (when) => ballast && existsSync(`${ballast}.${when}`) && (rmSync(`${ballast}.${when}`), true);
+if (fillsDisk("before")) fillDisk(ballast);
 const tmp = `${a.out}.writing`;
 writeAdapter(tmp, next);
 if (process.env.FAKE_TRAINER_TORN_WHILE && existsSync(process.env.FAKE_TRAINER_TORN_WHILE)) {
@@ -125,4 +132,17 @@ writeFileSync(join(tmp, "logp_gaps.json"), JSON.stringify({ gaps: gap }));
 writeFileSync(join(tmp, "stats.json"), JSON.stringify(stats).replace('"NaN"', "NaN"));
 if (existsSync(a.out)) throw new Error(`${a.out} exists`);
 renameSync(tmp, a.out);
+if (fillsDisk("after")) fillDisk(ballast);
 console.log(`PPO_DONE ${JSON.stringify(stats)}`);
+
+function fillDisk(path) {
+  const fd = openSync(path, "a");
+  const block = Buffer.alloc(1 << 16, 1);
+  try {
+    for (;;) writeSync(fd, block);
+  } catch (err) {
+    if (err.code !== "ENOSPC") throw err;
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,125 @@
+// The work directory's disk filling up under a running daemon (a real tmpfs of a few MiB, filled until the kernel
+// says ENOSPC): the host's fault, never a rollout's. The daemon stays up, says `degraded` naming the disk, rejects
+// nothing, and once space is back trains every rollout exactly once (docs/daemon.md "Faults"). Needs root to mount.
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { RolloutCompleted, subjects, type AdapterPublished, type StatsEvent } from "../src/contract/index.js";
+import { assembleRound, TRAIN_FILE } from "../src/loop/assemble.js";
+import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
+import { Daemon } from "../src/loop/daemon.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { frameFileName, roundDir } from "../src/loop/paths.js";
+import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { smallDisk, type SmallDisk } from "./helpers/small-disk.js";
+
+describe("loop - a full work disk", () => {
+  let env: LoopEnv | null = null;
+  let daemon: Daemon | null = null;
+  let disk: SmallDisk | null = null;
+  let fatal: Error | null = null;
+
+  afterEach(async () => {
+    await daemon?.stop();
+    disk?.close();
+    await env?.close();
+    daemon = null;
+    disk = null;
+    env = null;
+    fatal = null;
+  });
+
+  /** A daemon whose work dir is a 16 MiB tmpfs; its fatal error, should it end on one, is kept in `fatal`. */
+  async function start(overrides: ConfigInput = {}) {
+    const e = (env = await startLoopEnv());
+    disk = smallDisk(e.workDir, 16);
+    const config = e.config({ log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" }, trainer: { env: { FAKE_TRAINER_FILL_DISK: disk.ballast }, retryMinS: 0.2, retryMaxS: 0.5 }, ...overrides });
+    daemon = new Daemon({ config: parseConfig(config) });
+    await daemon.start();
+    void daemon.closed.then((err) => (fatal = err));
+    return { e, d: disk };
+  }
+
+  const status = async (e: LoopEnv) => (await e.nc.request(subjects(POLICY).status, "", { timeout: 2000 })).json<StatsEvent>();
+
+  /** Waits until the daemon is degraded with a cause matching `cause`; fails at once should the daemon end. */
+  const degradedBy = (e: LoopEnv, cause: RegExp) => waitFor(`degraded: ${cause}`, async () => {
+    if (fatal) throw fatal;
+    const stats = await status(e);
+    return stats.health.status === "degraded" && cause.test(stats.health.cause ?? "") ? stats : null;
+  });
+
+  /** Every rollout trained once, none rejected, one adapter announced per round, healthy, the daemon up. */
+  async function expectAllTrained(e: LoopEnv, ids: string[], rounds: number[]) {
+    const acc = await settled(e, ids);
+    expect([...acc.rejections]).toEqual([]);
+    expect(ids.map((id) => acc.rounds.get(id)?.length)).toEqual(ids.map(() => 1));
+    const announced = await waitFor("every round announced", async () => {
+      const list = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapters);
+      return list.length === rounds.length ? list : null;
+    });
+    expect(announced.map((a) => a.round)).toEqual(rounds);
+    await waitFor("healthy again", async () => ((await status(e)).health.status === "ok" ? true : null));
+    expect(fatal).toBeNull();
+  }
+
+  it("full right after a training: the round commits, its manifest and the next rollouts wait for space; nothing is lost or rejected", async () => {
+    const { e, d } = await start();
+    writeFileSync(`${d.ballast}.after`, "");
+    const first = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("after-train", i, { steps: 2 })));
+    await publishRollouts(e.js, first);
+    // round 1 trained and committed; the disk refuses its manifest's update (retried), then the next rollouts' frames
+    await waitFor("round 1 committed", async () => (daemon!.snapshot().round >= 1 ? true : null));
+    const second = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("while-full", i, { steps: 2 })));
+    await publishRollouts(e.js, second);
+    const degraded = await degradedBy(e, /no space left on device/i);
+    expect(degraded.round).toBe(1);
+    expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
+    d.free();
+    await expectAllTrained(e, [...first, ...second].map((r) => r.id), [1, 2]);
+    expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.status).toBe("committed");
+  });
+
+  it("full while the trainer runs: the round waits, degraded, and is taken up again from its folder once space is back", async () => {
+    const { e, d } = await start();
+    writeFileSync(`${d.ballast}.before`, "");
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("during-train", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    // the trainer cannot write its output, nor can the probe; then the daemon's own next write fails: the round waits
+    await degradedBy(e, /the work directory's disk fails round 1/);
+    expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
+    d.free();
+    await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
+    const failed = (await eventsOn<{ type: string; fault?: string }>(e.jsm, subjects(POLICY).rounds)).filter((ev) => ev.type === "round.attempt_failed");
+    expect(failed.length).toBeGreaterThan(0);
+    expect(failed.map((f) => f.fault)).toEqual(failed.map(() => "trainer"));
+  });
+
+  it("an assembly the disk stopped part way is done again in the same folder: every frame moved is kept, nothing half-written stays", async () => {
+    const e = (env = await startLoopEnv());
+    const d = (disk = smallDisk(e.workDir, 4));
+    const incoming = join(e.workDir, "incoming");
+    const dir = join(e.workDir, "round");
+    mkdirSync(incoming, { recursive: true });
+    const png = await testFrame();
+    const items = await Promise.all(Array.from({ length: 6 }, async (_, i) => ({ seq: i + 1, rollout: await makeRollout("assemble", i, { steps: 2 }) })));
+    for (const { seq } of items) for (const k of [0, 1]) writeFileSync(join(incoming, frameFileName(seq, k)), png);
+    const input = {
+      round: 1, policy: POLICY, dir, incoming, items: items.map(({ seq, rollout }) => ({ seq, rollout: RolloutCompleted.parse(rollout) })),
+      trigger: "rows" as const, advantage: parseConfig({}).advantage, parent: { round: 0, path: null, sha256: null },
+      reference: { path: null, sha256: null }, configHash: "x", seed: 1,
+    };
+    d.fill();
+    const err = await assembleRound(input).catch((x: NodeJS.ErrnoException) => x);
+    expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+    expect(readdirSync(join(dir, "frames"))).toHaveLength(12); // moved before the disk refused train.jsonl
+    expect(readdirSync(dir).filter((n) => n.includes(".tmp-"))).toEqual([]);
+    d.free();
+    const manifest = await assembleRound(input);
+    expect(manifest.rows).toBe(12);
+    expect(readdirSync(join(dir, "frames")).sort()).toEqual(items.flatMap(({ seq }) => [0, 1].map((k) => frameFileName(seq, k))).sort());
+    expect(readdirSync(incoming)).toEqual([]);
+    expect(existsSync(join(dir, TRAIN_FILE))).toBe(true);
+    expect(readdirSync(dir).filter((n) => n.includes(".tmp-"))).toEqual([]);
+  });
+});
