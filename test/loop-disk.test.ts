@@ -4,11 +4,13 @@
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { RolloutCompleted, subjects, type AdapterPublished, type StatsEvent } from "../src/contract/index.js";
+import { RolloutCompleted, subjects, type AdapterPublished, type PpoStats, type StatsEvent } from "../src/contract/index.js";
 import { assembleRound, TRAIN_FILE } from "../src/loop/assemble.js";
 import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
+import { Probe } from "../src/loop/probe.js";
+import type { RoundTrainer } from "../src/loop/trainer.js";
 import { frameFileName, roundDir } from "../src/loop/paths.js";
 import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 import { smallDisk, type SmallDisk } from "./helpers/small-disk.js";
@@ -93,6 +95,27 @@ describe("loop - a full work disk", () => {
     const failed = (await eventsOn<{ type: string; fault?: string }>(e.jsm, subjects(POLICY).rounds)).filter((ev) => ev.type === "round.attempt_failed");
     expect(failed.length).toBeGreaterThan(0);
     expect(failed.map((f) => f.fault)).toEqual(failed.map(() => "trainer"));
+  });
+
+  it("the probe's files, refused by a full disk the first time it runs, are written on its next run once space is back", async () => {
+    const e = (env = await startLoopEnv());
+    const d = (disk = smallDisk(e.workDir, 4));
+    const jobs: string[] = [];
+    const trainer: RoundTrainer = {
+      start: async () => {},
+      close: async () => {},
+      train: async (job) => {
+        jobs.push(job.data);
+        return { pg_loss: 0, kl: 0, clip_frac: 0, logp_gap: 0, logp_gap_abs: 0, rows: 2, train_s: 0 } as PpoStats;
+      },
+    };
+    const probe = new Probe(trainer, parseConfig(e.config()));
+    d.fill();
+    await expect(probe.run("a", "r")).rejects.toMatchObject({ code: "ENOSPC" });
+    d.free();
+    expect(await probe.run("a", "r")).toEqual({ ok: true });
+    expect(readdirSync(probe.dir).sort()).toEqual(["frame.png", "train.jsonl"]);
+    expect(jobs).toHaveLength(1);
   });
 
   it("an assembly the disk stopped part way is done again in the same folder: every frame moved is kept, nothing half-written stays", async () => {

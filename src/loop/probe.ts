@@ -25,7 +25,11 @@ export class Probe {
 
   /** Trains the probe job from `adapter` (with `ref` as reference) into a scratch folder, removed afterwards. */
   async run(adapter: string, ref: string): Promise<ProbeResult> {
-    await (this.#ready ??= this.#prepare());
+    // a preparation the disk refused is tried again on the next run, not remembered as failed
+    await (this.#ready ??= this.#prepare().catch((err: unknown) => {
+      this.#ready = null;
+      throw err;
+    }));
     const out = join(this.dir, `out-${process.pid}-${++this.#runs}`);
     const job = roundJob(this.config.trainer, { dir: this.dir, data: join(this.dir, "train.jsonl"), adapter, ref, out, seed: 0 });
     try {
