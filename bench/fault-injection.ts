@@ -204,19 +204,26 @@ async function main() {
     rejectionsBySeq.set(r.seq, [...(rejectionsBySeq.get(r.seq) ?? []), r.reason]);
   }
   const wrong: string[] = [];
-  const counts = { good: 0, goodTrainedOnce: 0, bad: 0, badRejectedOnceAsExpected: 0, gapTrainedInDisagreeingRound: 0 };
-  // a wrong-log-prob rollout is singled out only while fewer than half of its round's are: one trained in a round where
-  // half or more were such is what the gate promises, not a loss
-  const gapIds = new Set(expected.filter((e) => e.want === "logp_mismatch").map((e) => e.id));
-  const disagreeing = (round: number) => {
+  const counts = { good: 0, goodTrainedOnce: 0, bad: 0, badRejectedOnceAsExpected: 0, gapTrainedInDisagreeingRound: 0, divergeInDivergingRound: 0 };
+  // a wrong-log-prob or diverging rollout is singled out only while fewer than half of its round's are such: one in a
+  // round where half or more were is the round's gate's to reject (consumed, not singled out), not a loss
+  const idsOf = (kind: string) => new Set(expected.filter((e) => e.id.includes(`-${kind}-`)).map((e) => e.id));
+  const gapIds = idsOf("gap");
+  const divergeIds = idsOf("diverge");
+  const halfOrMore = (round: number, kind: Set<string>) => {
     const members = [...acc.rounds].filter(([, rounds]) => rounds.includes(round)).map(([id]) => id);
-    return members.filter((id) => gapIds.has(id)).length * 2 >= members.length;
+    return members.filter((id) => kind.has(id)).length * 2 >= members.length;
   };
   for (const e of expected) {
     const rounds = acc.rounds.get(e.id) ?? [];
     const rejections = rejectionsBySeq.get(e.seq) ?? [];
-    if (e.want === "logp_mismatch" && rounds.length === 1 && rejections.length === 0 && disagreeing(rounds[0]!)) {
+    const consumedWhole = rounds.length === 1 && rejections.length === 0;
+    if (gapIds.has(e.id) && consumedWhole && halfOrMore(rounds[0]!, gapIds)) {
       counts.gapTrainedInDisagreeingRound++;
+      continue;
+    }
+    if (divergeIds.has(e.id) && consumedWhole && halfOrMore(rounds[0]!, divergeIds)) {
+      counts.divergeInDivergingRound++;
       continue;
     }
     if (e.want === "trained") {

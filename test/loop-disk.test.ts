@@ -99,7 +99,7 @@ describe("loop - a full work disk", () => {
 
   it("the probe's files, refused by a full disk the first time it runs, are written on its next run once space is back", async () => {
     const e = (env = await startLoopEnv());
-    const d = (disk = smallDisk(e.workDir, 4));
+    const d = (disk = smallDisk(e.workDir, 16));
     const jobs: string[] = [];
     const trainer: RoundTrainer = {
       start: async () => {},
@@ -116,6 +116,26 @@ describe("loop - a full work disk", () => {
     expect(await probe.run("a", "r")).toEqual({ ok: true });
     expect(readdirSync(probe.dir).sort()).toEqual(["frame.png", "train.jsonl"]);
     expect(jobs).toHaveLength(1);
+  });
+
+  it("the probe fails, naming the disk, while the work directory lacks room for a training's output, even where its own small job would fit", async () => {
+    const e = (env = await startLoopEnv());
+    const d = (disk = smallDisk(e.workDir, 16));
+    const trainer: RoundTrainer = {
+      start: async () => {},
+      close: async () => {},
+      train: async () => ({ pg_loss: 0, kl: 0, clip_frac: 0, logp_gap: 0, logp_gap_abs: 0, rows: 2, train_s: 0 }) as PpoStats,
+    };
+    // a parent adapter of 2 MiB of weights: a training from it writes up to 5 x 2 + 4 = 14 MiB
+    const adapter = join(e.dir, "big-adapter");
+    mkdirSync(adapter);
+    writeFileSync(join(adapter, "adapter_model.safetensors"), Buffer.alloc(2 << 20));
+    const probe = new Probe(trainer, parseConfig(e.config()));
+    expect(await probe.run(adapter, adapter)).toEqual({ ok: true });
+    writeFileSync(d.ballast, Buffer.alloc(4 << 20)); // 12 MiB left: the stub's job would fit, a real output not
+    expect(await probe.run(adapter, adapter)).toMatchObject({ ok: false, error: expect.stringMatching(/MiB free; a training's output needs up to 14\.0 MiB/) });
+    d.free();
+    expect(await probe.run(adapter, adapter)).toEqual({ ok: true });
   });
 
   it("an assembly the disk stopped part way is done again in the same folder: every frame moved is kept, nothing half-written stays", async () => {

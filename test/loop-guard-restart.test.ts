@@ -1,6 +1,7 @@
 // The guard's rollback round across a crash (issue 23, round-runner.ts #retrainFrom): the round whose commit finds
 // the regression trains again from the rollback's target; a daemon SIGKILLed during that second training leaves the
-// round pending with the target as its parent, and the next start finishes it from there and commits it once: the
+// round pending with the target as its parent and the rollback in its manifest, and the next start finishes it from
+// there and commits it once, the rollback as decided: the
 // rollback announced once, before the round's own adapter, every rollout in exactly one committed round.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { subjects, type AdapterRolledBack } from "../src/contract/index.js";
@@ -53,6 +54,8 @@ describe("loop - the guard's rollback round survives a crash while it trains aga
     const pending = await manifest(3);
     expect(pending?.status).not.toBe("committed");
     expect(pending?.parent.round).toBe(retraining.parent.round);
+    // the rollback is the manifest's: the next start commits it as decided, not judged again
+    expect(pending?.rollback).toMatchObject({ trigger: "guard", regressed: 2, target: { round: retraining.parent.round } });
     expect(await eventsOn(env.jsm, subj.adapterRolledBack)).toEqual([]);
 
     daemon = spawnDaemon(configFile);

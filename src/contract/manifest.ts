@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { AdvantageEstimator, ManifestStatus, RemovedFromRound, RoundOutcome, RoundTrigger } from "./enums.js";
 import { enumOf, isoTimestamp, nonNegativeInt, sha256Hex } from "./primitives.js";
+import { GuardEvidence, LineageEntry, RollbackTrigger } from "./outcomes.js";
 import { PpoStats } from "./stats.js";
 
 const AdapterPointer = z.object({
@@ -34,6 +35,13 @@ export const Manifest = z.object({
   train_sha256: sha256Hex().meta({ description: "sha256 of train.jsonl" }),
   seed: nonNegativeInt(),
   attempts: nonNegativeInt().default(0).meta({ description: "training attempts started (a restart does not count a failure)" }),
+  rollback: z.object({
+    target: LineageEntry.meta({ description: "the adapter rolled back to, which the round trains from" }),
+    trigger: enumOf(RollbackTrigger, "who asked"),
+    regressed: nonNegativeInt().nullable().meta({ description: "the adapter the guard found worse" }),
+    reason: z.string(),
+    evidence: GuardEvidence.nullable(),
+  }).optional().meta({ description: "the live-outcome guard's rollback decided in this round's commit: the round trains again from its target and commits it as decided, even when resumed (it is not judged again)" }),
   outcome: enumOf(RoundOutcome, "the committed outcome").optional(),
   reason: z.string().optional(),
   stats: PpoStats.optional(),

@@ -80,22 +80,13 @@ export function isTransient(err: unknown): boolean {
 }
 
 /** errno codes of a file system that cannot take the work directory's writes now (full, over quota, read-only,
- *  failing, out of descriptors): the host's, and passing — freeing space or remounting ends it. */
+ *  failing, out of descriptors): the host's, not a round's, for as long as it lasts. */
 const DISK_ERRNO = new Set(["ENOSPC", "EDQUOT", "EIO", "EROFS", "EMFILE", "ENFILE"]);
 
 /** A failure of the disk under the work directory, not of the round: the round waits for it (round-runner.ts). */
 export function isDiskFault(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | null)?.code;
   return typeof code === "string" && DISK_ERRNO.has(code);
-}
-
-/** The same faults as a trainer's output names them: strerror(3)'s texts (Python, the native module) or the codes
- *  (Node). A training that failed so is not its rows' fault, whatever the probe does next: on a disk that is nearly
- *  full the probe's small job may fit where the round's does not. */
-const DISK_FAULT_TEXT = /no space left on device|disk quota exceeded|read-only file system|input\/output error|too many open files|\b(ENOSPC|EDQUOT|EROFS|EMFILE|ENFILE)\b/i;
-
-export function namesDiskFault(text: string): boolean {
-  return DISK_FAULT_TEXT.test(text);
 }
 
 /** One line per error in the cause chain, for the CLI's top-level handler. */

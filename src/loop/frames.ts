@@ -4,7 +4,7 @@
 // RGB or RGBA, no palette, no interlacing, no colour-management or orientation data, see passesThrough) is
 // written as it came; anything else is re-encoded as RGB PNG, so the trainer only ever reads plain 8-bit sRGB
 // PNGs. Every failure is a RolloutRejectedError with a specific reason code.
-import { rename, writeFile } from "node:fs/promises";
+import { rename, rm, writeFile } from "node:fs/promises";
 import sharp from "sharp";
 import { RolloutRejectedError } from "./errors.js";
 import type { FrameRoots } from "./frame-roots.js";
@@ -73,8 +73,13 @@ export async function writeFramePng(bytes: Buffer, dest: string, limits: FrameLi
   const png = await framePng(bytes, limits);
   const tmp = `${dest}.tmp`;
   // no fsync: a frame is re-creatable from the stream (replay), and the round's manifest is what is made durable
-  await writeFile(tmp, png);
-  await rename(tmp, dest);
+  try {
+    await writeFile(tmp, png);
+    await rename(tmp, dest);
+  } catch (err) {
+    await rm(tmp, { force: true }).catch(() => {}); // a full disk keeps no part of it: the space is what it lacks
+    throw err;
+  }
 }
 
 /** The PNG to write for a frame, after a full decode: `bytes` itself when it passes through, else reencode's. */

@@ -1,15 +1,14 @@
 // Isolating the rollouts a round fails on (docs/daemon.md "Faults"): the round's rows are split by rollout and the
 // halves trained, recursively, until every failing part is one rollout — adaptive group testing, about
 // 2·k·log2(n) + k part trainings for k culprits among n rollouts, each on the exact rows of the failed round. A part
-// that fails is only blamed on its rows when the probe still trains right after it, and never when its error names a
-// disk that cannot take its output (full, read-only); otherwise the trainer or its host is at fault and the search
-// stops (TrainerFaultError) without blaming anyone. A single rollout is blamed only
+// that fails is only blamed on its rows when the probe still trains right after it (and the work directory's disk has
+// room for a training's output: disk-room.ts); otherwise the trainer or its host is at fault and the search stops
+// (TrainerFaultError) without blaming anyone. A single rollout is blamed only
 // when it fails twice on its own.
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Manifest, RemovedFromRound } from "../contract/index.js";
 import { writeFileAtomic } from "../files.js";
-import { namesDiskFault } from "./errors.js";
 import type { ProbeResult } from "./probe.js";
 
 /** A rollout taken out of its round: rejected with `reason`, its rows not trained. */
@@ -45,7 +44,6 @@ export async function isolatePoison(manifest: Manifest, dir: string, trainer: Pa
     try {
       const error = await trainer.part(data, `round ${manifest.round} part ${parts} (${part.length} rollouts)`);
       if (error === null) return null;
-      if (namesDiskFault(error)) throw new TrainerFaultError(`the disk failed a part of round ${manifest.round}: ${errorSummary(error)}`);
       const probe = await trainer.probe();
       if (!probe.ok) throw new TrainerFaultError(`the probe failed while isolating round ${manifest.round}: ${probe.error}`);
       return error;

@@ -20,7 +20,7 @@ import { Backoff } from "./backoff.js";
 import { configHash } from "./config/index.js";
 import { degradedCause, setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
-import { isDiskFault, isLeaseError, namesDiskFault, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
+import { isDiskFault, isLeaseError, isStateConflict, isTransient, StopRequestedError } from "./errors.js";
 import { findFinishedAttempt } from "./finished-attempt.js";
 import { checkGate, failsLogpGate, nonFiniteStat } from "./gate.js";
 import { logpOutliers } from "./logp-outliers.js";
@@ -155,11 +155,17 @@ export class RoundRunner {
     await pausePoint("training", manifest.round, ctx.log);
     // the round's rollouts count for the adapters that served them in the record this commit writes (exactly once)
     let outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
-    let verdict = await this.#guarded(this.#judge(trained), outcomes, manifest.round);
+    // a rollback decided for this round before a restart (or a fault of the disk) stands as decided: judged again on
+    // fewer rollouts (some taken out against the target) it might not be found, and the round, trained from the target,
+    // would commit without it
+    const decided = trained.manifest.rollback;
+    let verdict = decided
+      ? { ...this.#judge(trained), rollback: { info: { trigger: decided.trigger, regressed: decided.regressed, reason: decided.reason, evidence: decided.evidence }, target: decided.target } }
+      : await this.#guarded(this.#judge(trained), outcomes, manifest.round);
     if (verdict.rollback && trained.stats !== null && trained.manifest.parent.path !== verdict.rollback.target.path) {
       // the round's rollouts are good data; its training continued the regressed lineage: trained again from the
       // rollback's target, they continue the lineage served from now on instead of being lost with that adapter
-      trained = await this.#retrainFrom(trained.manifest, dir, verdict.rollback.target);
+      trained = await this.#retrainFrom(trained.manifest, dir, verdict.rollback);
       verdict = { ...this.#judge(trained), rollback: verdict.rollback };
       // the rollouts this training took out (far from the target's log-probs, or poison to it) count for nothing
       outcomes = this.#outcomesWith(await this.#rolloutsOf(manifest.round, trained.manifest.events));
@@ -238,13 +244,17 @@ export class RoundRunner {
     return { ...verdict, rollback };
   }
 
-  /** The round's rows trained again, continuing `target` (a rollback decided in this round's commit). The manifest
-   *  names the new parent and goes back to `assembled` first, so a restart trains from the target, never commits the
-   *  training that continued the regressed lineage. */
-  async #retrainFrom(manifest: Manifest, dir: string, target: LineageEntry): Promise<Trained> {
+  /** The round's rows trained again, continuing the rollback's target (decided in this round's commit). The manifest
+   *  names the new parent and the rollback, and goes back to `assembled` first, so a restart trains from the target,
+   *  never commits the training that continued the regressed lineage, and commits the rollback as decided. */
+  async #retrainFrom(manifest: Manifest, dir: string, rollback: NonNullable<Verdict["rollback"]>): Promise<Trained> {
     const { ctx } = this;
+    const { target, info } = rollback;
     ctx.log.warn({ round: manifest.round, from: manifest.parent.round, to: target.round }, "the round trains again from the rollback's target");
-    const again = updated(manifest, { parent: { round: target.round, path: target.path, sha256: target.sha256 }, status: "assembled" });
+    const again = updated(manifest, {
+      parent: { round: target.round, path: target.path, sha256: target.sha256 }, status: "assembled",
+      rollback: { target, trigger: info.trigger, regressed: info.regressed, reason: info.reason, evidence: info.evidence },
+    });
     await writeManifest(dir, again);
     return this.#trainUntilDone(again, dir);
   }
@@ -329,23 +339,23 @@ export class RoundRunner {
         continue;
       }
       this.#throwIfStopping();
-      const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
-      const fault = await this.#blame(manifest, error);
+      const fault = await this.#blame(manifest);
       // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
       // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
       // do: the gate rejects it then, from the last such attempt's output (kept for it)
       const times: number = (diverged?.times ?? 0) + 1;
       await forgetDiverged();
+      // a failed attempt's output goes (a full disk needs its space back; a later run must not take it for a result)
       if ("stats" in result && fault === "data") diverged = { stats: result.stats, outDir, times };
-      else if ("stats" in result) await rm(outDir, { recursive: true, force: true });
+      else await rm(outDir, { recursive: true, force: true });
       this.#throwIfStopping();
+      const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
       if (fault === "trainer") {
         suspect = 0;
-        const why = namesDiskFault(error) ? "its training's output cannot be written" : "cannot train and neither can the probe";
-        await this.#degradedWait(`round ${manifest.round} ${why}: ${errorSummary(error)}`, backoff);
+        await this.#degradedWait(`round ${manifest.round} cannot train and neither can the probe: ${errorSummary(error)}`, backoff);
         continue;
       }
       if (++suspect < 2) continue; // once more as a whole: a one-off failure (a rank killed from outside) blames no one
@@ -408,10 +418,8 @@ export class RoundRunner {
     return roundJob(this.ctx.config.trainer, { dir, data, adapter: manifest.parent.path ?? "", ref: manifest.reference.path ?? "", out, seed: manifest.seed });
   }
 
-  /** The probe decides: it fails too → the trainer or its host; it trains → the round's rows. A failure that names a
-   *  disk that cannot take the output (full, read-only) is the host's without asking (errors.ts namesDiskFault). */
-  async #blame(manifest: Manifest, error: string): Promise<FaultKind> {
-    if (namesDiskFault(error)) return "trainer";
+  /** The probe decides: it fails too → the trainer or its host; it trains → the round's rows. */
+  async #blame(manifest: Manifest): Promise<FaultKind> {
     const probe = await this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? "");
     if (this.ctx.stopping) return "undecided";
     if (!probe.ok) this.ctx.log.warn({ round: manifest.round, err: errorSummary(probe.error) }, "the probe failed too");
