@@ -12,6 +12,7 @@ import { readManifest } from "../src/loop/manifest.js";
 import { Probe } from "../src/loop/probe.js";
 import type { RoundTrainer } from "../src/loop/trainer.js";
 import { frameFileName, roundDir } from "../src/loop/paths.js";
+import { setPauseHook } from "../src/loop/test-hooks.js";
 import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 import { smallDisk, type SmallDisk } from "./helpers/small-disk.js";
 
@@ -22,6 +23,7 @@ describe("loop - a full work disk", () => {
   let fatal: Error | null = null;
 
   afterEach(async () => {
+    setPauseHook(null);
     await daemon?.stop();
     disk?.close();
     await env?.close();
@@ -95,6 +97,21 @@ describe("loop - a full work disk", () => {
     const failed = (await eventsOn<{ type: string; fault?: string }>(e.jsm, subjects(POLICY).rounds)).filter((ev) => ev.type === "round.attempt_failed");
     expect(failed.length).toBeGreaterThan(0);
     expect(failed.map((f) => f.fault)).toEqual(failed.map(() => "trainer"));
+  });
+
+  it("full as a round is assembled (frames moved, manifest not written): assembled again in the same folder once space is back", async () => {
+    const { e, d } = await start();
+    setPauseHook((phase, round) => {
+      if (phase === "assembling" && round === 1) d.fill();
+    });
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("assembling", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    await degradedBy(e, /the work directory's disk fails round 1/);
+    expect(readdirSync(join(roundDir(e.workDir, POLICY, 1), "frames"))).toHaveLength(8); // moved, nowhere else now
+    expect(await readManifest(roundDir(e.workDir, POLICY, 1))).toBeNull();
+    setPauseHook(null);
+    d.free();
+    await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
   });
 
   it("the probe's files, refused by a full disk the first time it runs, are written on its next run once space is back", async () => {

@@ -1,4 +1,4 @@
-// Test-only pause points for the crash tests. With RLLOOP_TEST_PAUSE_AT=<phase> or <phase>:<round>, the daemon
+// Test-only pause points for the crash tests (and setPauseHook, for tests that run the daemon in their own process). With RLLOOP_TEST_PAUSE_AT=<phase> or <phase>:<round>, the daemon
 // logs {"testPause": phase, "round": n} when it reaches that point and then waits forever, so a test can SIGKILL it
 // at exactly that point. Unset (always, in production) it is a no-op. Phases:
 //   intake      the open round holds its second rollout (frames written to incoming/, nothing acked)
@@ -17,8 +17,15 @@ export const PAUSE_PHASES = ["intake", "assembling", "training", "committed", "p
 export type PausePhase = (typeof PAUSE_PHASES)[number] | "isolated" | "attempt";
 
 let fired = false;
+let hook: ((phase: PausePhase, round: number) => void | Promise<void>) | null = null;
+
+/** An in-process test's own action at every pause point (filling a disk at one exact step); null, always, in production. */
+export function setPauseHook(action: typeof hook): void {
+  hook = action;
+}
 
 export async function pausePoint(phase: PausePhase, round: number, log: Logger): Promise<void> {
+  await hook?.(phase, round);
   const spec = process.env.RLLOOP_TEST_PAUSE_AT;
   if (!spec || fired) return;
   const [wantPhase, wantRound] = spec.split(":");
