@@ -80,8 +80,9 @@ export function isTransient(err: unknown): boolean {
 }
 
 /** errno codes of a file system that cannot take the work directory's writes now (full, over quota, read-only,
- *  failing, out of descriptors): the host's, not a round's, for as long as it lasts. */
-const DISK_ERRNO = new Set(["ENOSPC", "EDQUOT", "EIO", "EROFS", "EMFILE", "ENFILE"]);
+ *  failing; the system out of file handles): the host's, not a round's, for as long as it lasts. EMFILE is not one:
+ *  a process out of its own descriptors is better restarted by its supervisor than left waiting. */
+const DISK_ERRNO = new Set(["ENOSPC", "EDQUOT", "EIO", "EROFS", "ENFILE"]);
 
 /** A failure of the disk under the work directory, not of the round: the round waits for it (round-runner.ts). */
 export function isDiskFault(err: unknown): boolean {
