@@ -21,6 +21,8 @@ import {
 } from "../test/helpers/loop.js";
 import { smallDisk } from "../test/helpers/small-disk.js";
 import { trainFixture } from "../test/helpers/train-run.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { roundDir } from "../src/loop/paths.js";
 import { mersenne } from "pure-rand/generator/mersenne";
 import { uniformFloat64 } from "pure-rand/distribution/uniformFloat64";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -206,13 +208,16 @@ async function main() {
   const wrong: string[] = [];
   const counts = { good: 0, goodTrainedOnce: 0, bad: 0, badRejectedOnceAsExpected: 0, gapTrainedInDisagreeingRound: 0, divergeInDivergingRound: 0 };
   // a wrong-log-prob or diverging rollout is singled out only while fewer than half of its round's are such: one in a
-  // round where half or more were is the round's gate's to reject (consumed, not singled out), not a loss
+  // round where half or more were is the round's gate's to reject (consumed, not singled out; the round rejected by
+  // the gate), not a loss
   const idsOf = (kind: string) => new Set(expected.filter((e) => e.id.includes(`-${kind}-`)).map((e) => e.id));
   const gapIds = idsOf("gap");
   const divergeIds = idsOf("diverge");
+  const outcomes = new Map<number, string | undefined>();
+  for (const round of new Set([...acc.rounds.values()].flat())) outcomes.set(round, (await readManifest(roundDir(env.workDir, "bt", round)))?.outcome);
   const halfOrMore = (round: number, kind: Set<string>) => {
     const members = [...acc.rounds].filter(([, rounds]) => rounds.includes(round)).map(([id]) => id);
-    return members.filter((id) => kind.has(id)).length * 2 >= members.length;
+    return members.filter((id) => kind.has(id)).length * 2 >= members.length && outcomes.get(round) === "rejected";
   };
   for (const e of expected) {
     const rounds = acc.rounds.get(e.id) ?? [];

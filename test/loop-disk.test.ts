@@ -1,6 +1,7 @@
 // The work directory's disk filling up under a running daemon (a real tmpfs of a few MiB, filled until the kernel
 // says ENOSPC): the host's fault, never a rollout's. The daemon stays up, says `degraded` naming the disk, rejects
 // nothing, and once space is back trains every rollout exactly once (docs/daemon.md "Faults"). Needs root to mount.
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -9,11 +10,13 @@ import { assembleRound, TRAIN_FILE } from "../src/loop/assemble.js";
 import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
+import { diskRoom, trainingOutputBytes } from "../src/loop/disk-room.js";
 import { Probe } from "../src/loop/probe.js";
 import type { RoundTrainer } from "../src/loop/trainer.js";
 import { frameFileName, roundDir } from "../src/loop/paths.js";
 import { setPauseHook } from "../src/loop/test-hooks.js";
 import { POLICY, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { writeSafetensors } from "./helpers/safetensors.js";
 import { smallDisk, type SmallDisk } from "./helpers/small-disk.js";
 
 describe("loop - a full work disk", () => {
@@ -135,24 +138,40 @@ describe("loop - a full work disk", () => {
     expect(jobs).toHaveLength(1);
   });
 
-  it("the probe fails, naming the disk, while the work directory lacks room for a training's output, even where its own small job would fit", async () => {
+  it("a round that fails while the disk lacks room for a training's output blames none of its rollouts; with room back, only its poison one is", async () => {
+    const { e, d } = await start({ trainer: { env: { FAKE_TRAINER_POISON: "target-poison" }, retryMinS: 0.2, retryMaxS: 0.5 } });
+    d.leave(2 << 20); // the test double's outputs fit; a training's output from its adapter needs 4 MiB and more
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("no-room", i, { steps: 2 })));
+    rollouts[2]!.steps[0]!.name = "target-poison";
+    await publishRollouts(e.js, rollouts);
+    await degradedBy(e, /neither can the probe: the work directory's disk has [0-9.]+ MiB free/);
+    expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
+    d.free();
+    const acc = await settled(e, rollouts.map((r) => r.id));
+    expect([...acc.rejections]).toEqual([["no-room-2", ["poison"]]]);
+    expect(rollouts.filter((_, i) => i !== 2).map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1]]);
+  });
+
+  it("the disk's room for a training's output: three float32 copies of the parent's values and 4 MiB, free and writable", async () => {
     const e = (env = await startLoopEnv());
     const d = (disk = smallDisk(e.workDir, 16));
-    const trainer: RoundTrainer = {
-      start: async () => {},
-      close: async () => {},
-      train: async () => ({ pg_loss: 0, kl: 0, clip_frac: 0, logp_gap: 0, logp_gap_abs: 0, rows: 2, train_s: 0 }) as PpoStats,
-    };
-    // a parent adapter of 2 MiB of weights: a training from it writes up to 5 x 2 + 4 = 14 MiB
-    const adapter = join(e.dir, "big-adapter");
-    mkdirSync(adapter);
-    writeFileSync(join(adapter, "adapter_model.safetensors"), Buffer.alloc(2 << 20));
-    const probe = new Probe(trainer, parseConfig(e.config()));
-    expect(await probe.run(adapter, adapter)).toEqual({ ok: true });
-    writeFileSync(d.ballast, Buffer.alloc(4 << 20)); // 12 MiB left: the stub's job would fit, a real output not
-    expect(await probe.run(adapter, adapter)).toMatchObject({ ok: false, error: expect.stringMatching(/MiB free; a training's output needs up to 14\.0 MiB/) });
+    // a bf16 parent of 2^19 values (1 MiB): its training writes float32 weights and two float32 moments, 6 MiB, + 4 MiB
+    const parent = join(e.dir, "bf16-adapter");
+    mkdirSync(parent);
+    await writeSafetensors(join(parent, "adapter_model.safetensors"), new Map([["lora_A.weight", { dtype: "BF16" as const, shape: [512, 1024], data: new Float32Array(1 << 19) }]]));
+    const bytes = await trainingOutputBytes(parent);
+    expect(bytes).toBe((1 << 19) * 12 + (4 << 20));
+    expect(await trainingOutputBytes(null)).toBe(4 << 20);
+    expect(await trainingOutputBytes(join(e.dir, "no-such-adapter"))).toBe(4 << 20);
+    expect(await diskRoom(e.workDir, bytes)).toBeNull();
+    writeFileSync(d.ballast, Buffer.alloc(8 << 20)); // 8 MiB left: a small job would fit, this training's output not
+    expect(await diskRoom(e.workDir, bytes)).toMatch(/^the work directory's disk has [0-9.]+ MiB free; a training's output needs up to 10\.0 MiB$/);
     d.free();
-    expect(await probe.run(adapter, adapter)).toEqual({ ok: true });
+    expect(spawnSync("mount", ["-o", "remount,ro", e.workDir]).status).toBe(0); // room enough, but no write taken
+    expect(await diskRoom(e.workDir, bytes)).toMatch(/refuses a write: EROFS/);
+    expect(spawnSync("mount", ["-o", "remount,rw", e.workDir]).status).toBe(0);
+    expect(await diskRoom(e.workDir, bytes)).toBeNull();
+    expect(readdirSync(e.workDir)).toEqual([]);
   });
 
   it("an assembly the disk stopped part way is done again in the same folder: every frame moved is kept, nothing half-written stays", async () => {

@@ -60,6 +60,18 @@ export async function checkAdapterFiles(dir: string): Promise<string | null> {
   }
 }
 
+/** How many values adapter_model.safetensors in `dir` holds (its header read, checked against the file's size). */
+export async function adapterElements(dir: string): Promise<number> {
+  const file = join(dir, ADAPTER_WEIGHTS);
+  const handle = await open(file, "r");
+  try {
+    const { tensors } = await readLayout(handle, (await handle.stat()).size, file);
+    return tensors.reduce((n, t) => n + (t.end - t.begin) / (DTYPE_BYTES[t.dtype] as number), 0);
+  } finally {
+    await handle.close();
+  }
+}
+
 async function checkConfig(file: string): Promise<void> {
   let value: unknown;
   try {

@@ -1,15 +1,13 @@
 // The probe: a tiny known-good training job (two rows on one synthetic frame, two codes, advantages +1 and −1: a real
 // policy-gradient step, so a configuration that makes every update diverge shows in it too) run on the same
 // trainer, from the same adapters, as the round that failed. It is the evidence that tells a fault of the trainer or
-// its host (the probe fails too) from a fault of the round's rows (the probe trains): docs/daemon.md "Faults". A work
-// directory's disk without room for a training's output fails it before it runs (disk-room.ts).
+// its host (the probe fails too) from a fault of the round's rows (the probe trains): docs/daemon.md "Faults".
 // The same job runs once before the first pull (trainer.probeAtStart), so a broken trainer stops the start.
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import sharp from "sharp";
 import { writeFileAtomic } from "../files.js";
 import type { Config } from "./config/index.js";
-import { diskRoom, trainingOutputBytes } from "./disk-room.js";
 import { nonFiniteStat } from "./gate.js";
 import { roundJob } from "./round-job.js";
 import type { RoundTrainer } from "./trainer.js";
@@ -32,8 +30,6 @@ export class Probe {
       this.#ready = null;
       throw err;
     }));
-    const room = await diskRoom(this.dir, await trainingOutputBytes(adapter));
-    if (room !== null) return { ok: false, error: room };
     const out = join(this.dir, `out-${process.pid}-${++this.#runs}`);
     const job = roundJob(this.config.trainer, { dir: this.dir, data: join(this.dir, "train.jsonl"), adapter, ref, out, seed: 0 });
     try {

@@ -27,7 +27,8 @@ import { logpOutliers } from "./logp-outliers.js";
 import { readManifest, updated, writeManifest, type Manifest } from "./manifest.js";
 import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
-import type { Probe } from "./probe.js";
+import { diskRoom, trainingOutputBytes } from "./disk-room.js";
+import type { Probe, ProbeResult } from "./probe.js";
 import { lastPublishedRoundEvent, publishAdapter } from "./publish.js";
 import { retrying, type RetryOptions } from "./retry.js";
 import { attemptOutDir, roundJob } from "./round-job.js";
@@ -148,9 +149,10 @@ export class RoundRunner {
     if (cause !== null && degradedCause(ctx, "round") === cause) setHealthy(ctx);
   }
 
-  async #run(manifest: Manifest): Promise<void> {
+  async #run(resumed: Manifest): Promise<void> {
     const { ctx } = this;
-    const dir = roundDir(ctx.config.workDir, ctx.policy, manifest.round);
+    const dir = roundDir(ctx.config.workDir, ctx.policy, resumed.round);
+    const manifest = await this.#withoutStaleRollback(resumed, dir);
     let trained = await this.#trainUntilDone(manifest, dir);
     await pausePoint("training", manifest.round, ctx.log);
     // the round's rollouts count for the adapters that served them in the record this commit writes (exactly once)
@@ -253,10 +255,29 @@ export class RoundRunner {
     ctx.log.warn({ round: manifest.round, from: manifest.parent.round, to: target.round }, "the round trains again from the rollback's target");
     const again = updated(manifest, {
       parent: { round: target.round, path: target.path, sha256: target.sha256 }, status: "assembled",
-      rollback: { target, trigger: info.trigger, regressed: info.regressed, reason: info.reason, evidence: info.evidence },
+      rollback: {
+        from: { round: ctx.state.record.adapter.round, sha256: ctx.state.record.adapter.sha256 },
+        target, trigger: info.trigger, regressed: info.regressed, reason: info.reason, evidence: info.evidence,
+      },
     });
     await writeManifest(dir, again);
     return this.#trainUntilDone(again, dir);
+  }
+
+  /** The manifest without a rollback decided for it that no longer applies: the served adapter moved since (another
+   *  daemon's rollback, taken over with the lease) or the guard was turned off. The round trains again from the
+   *  adapter served now, and is judged as any round. */
+  async #withoutStaleRollback(manifest: Manifest, dir: string): Promise<Manifest> {
+    const decided = manifest.rollback;
+    const served = this.ctx.state.record.adapter;
+    if (!decided) return manifest;
+    if (this.ctx.config.guard.enabled && decided.from.round === served.round && decided.from.sha256 === served.sha256) return manifest;
+    this.ctx.log.warn({ round: manifest.round, decided: { from: decided.from.round, to: decided.target.round }, served: served.round, guard: this.ctx.config.guard.enabled },
+      "the rollback decided for this round no longer applies: it trains again from the adapter served now");
+    const { rollback: _dropped, ...rest } = manifest;
+    const again = updated(rest, { parent: { round: served.round, path: served.path, sha256: served.sha256 }, status: "assembled" });
+    await writeManifest(dir, again);
+    return again;
   }
 
   /** An operator's rollback (daemon.ts runs it between rounds): one compare-and-set, then the announcement. */
@@ -339,23 +360,25 @@ export class RoundRunner {
         continue;
       }
       this.#throwIfStopping();
-      const fault = await this.#blame(manifest);
+      // an attempt that failed with an error leaves nothing to keep: its space back before the disk is asked for room
+      // (a full disk), and never taken for a result by a later run
+      if (!("stats" in result)) await rm(outDir, { recursive: true, force: true });
+      const { fault, probeError } = await this.#blame(manifest, !("stats" in result));
       // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
       // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
       // do: the gate rejects it then, from the last such attempt's output (kept for it)
       const times: number = (diverged?.times ?? 0) + 1;
       await forgetDiverged();
-      // a failed attempt's output goes (a full disk needs its space back; a later run must not take it for a result)
       if ("stats" in result && fault === "data") diverged = { stats: result.stats, outDir, times };
-      else await rm(outDir, { recursive: true, force: true });
+      else if ("stats" in result) await rm(outDir, { recursive: true, force: true });
       this.#throwIfStopping();
       const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
       await ctx.events.round({ type: "round.attempt_failed", round: manifest.round, attempt, fault, error: errorSummary(error) });
       if (fault === "trainer") {
         suspect = 0;
-        await this.#degradedWait(`round ${manifest.round} cannot train and neither can the probe: ${errorSummary(error)}`, backoff);
+        await this.#degradedWait(`round ${manifest.round} cannot train (${errorSummary(error)}) and neither can the probe: ${errorSummary(probeError ?? "")}`, backoff);
         continue;
       }
       if (++suspect < 2) continue; // once more as a whole: a one-off failure (a rank killed from outside) blames no one
@@ -419,11 +442,21 @@ export class RoundRunner {
   }
 
   /** The probe decides: it fails too → the trainer or its host; it trains → the round's rows. */
-  async #blame(manifest: Manifest): Promise<FaultKind> {
-    const probe = await this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? "");
-    if (this.ctx.stopping) return "undecided";
+  async #blame(manifest: Manifest, failedWithError: boolean): Promise<{ fault: FaultKind; probeError: string | null }> {
+    const probe = await this.#probe(manifest, failedWithError);
+    if (this.ctx.stopping) return { fault: "undecided", probeError: null };
     if (!probe.ok) this.ctx.log.warn({ round: manifest.round, err: errorSummary(probe.error) }, "the probe failed too");
-    return probe.ok ? "data" : "trainer";
+    return probe.ok ? { fault: "data", probeError: null } : { fault: "trainer", probeError: probe.error };
+  }
+
+  /** The probe job, after a training that failed with an error (what a full disk gives), preceded by the disk's room
+   *  for a training's output (disk-room.ts): a round whose output did not fit is the host's, never its rows'. */
+  async #probe(manifest: Manifest, failedWithError: boolean): Promise<ProbeResult> {
+    if (failedWithError) {
+      const room = await diskRoom(this.ctx.config.workDir, await trainingOutputBytes(manifest.parent.path));
+      if (room !== null) return { ok: false, error: room };
+    }
+    return this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? "");
   }
 
   async #degradedWait(cause: string, backoff: Backoff): Promise<void> {
@@ -440,6 +473,7 @@ export class RoundRunner {
     setPhase(ctx, "isolating");
     ctx.log.warn({ round: manifest.round, rollouts: manifest.events.length }, "isolating the rollouts the round fails on");
     let parts = 0;
+    let partFailedWithError = false;
     try {
       const culprits = await isolatePoison(manifest, dir, {
         part: async (data, label) => {
@@ -448,14 +482,16 @@ export class RoundRunner {
           try {
             const stats = await this.deps.trainer.train(this.#job(manifest, dir, data, out), { label, logFile: join(dir, `isolate.${parts}.log`) });
             const garbage = nonFiniteStat(stats); // a part that diverges fails as one that crashes does
+            partFailedWithError = false;
             return garbage === null ? null : `its statistics are not finite (${garbage})`;
           } catch (err) {
+            partFailedWithError = true;
             return (err as Error).message;
           } finally {
             await rm(out, { recursive: true, force: true });
           }
         },
-        probe: () => this.deps.probe.run(manifest.parent.path ?? "", manifest.reference.path ?? ""),
+        probe: () => this.#probe(manifest, partFailedWithError),
       }, error);
       ctx.log.warn({ round: manifest.round, parts, culprits: culprits.map((c) => c.id) }, "isolation done");
       return culprits;

@@ -2,7 +2,7 @@
 // file until the kernel refuses with ENOSPC, as a disk that filled up does; free() removes it. Needs root (mount(8)),
 // as this project's machines have (loop-frame-roots.test.ts mounts FUSE the same way).
 import { spawnSync } from "node:child_process";
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
 export interface SmallDisk {
@@ -10,6 +10,8 @@ export interface SmallDisk {
   /** the ballast file fill() writes (a test double trainer can fill the disk through it too) */
   readonly ballast: string;
   fill(): void;
+  /** fill(), then give back `bytes` (a disk nearly full) */
+  leave(bytes: number): void;
   free(): void;
   /** free(), then unmount (lazily: a process still holding a file there does not keep it) */
   close(): void;
@@ -21,19 +23,24 @@ export function smallDisk(dir: string, mib: number): SmallDisk {
   if (mounted.status !== 0) throw new Error(`mount of a ${mib} MiB tmpfs on ${dir} failed (${mounted.status}; needs root): ${mounted.stderr}`);
   const ballast = join(dir, "ballast");
   const free = () => rmSync(ballast, { force: true });
+  const fill = () => {
+    const fd = openSync(ballast, "a");
+    const block = Buffer.alloc(1 << 16, 1);
+    try {
+      for (;;) writeSync(fd, block);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOSPC") throw err;
+    } finally {
+      closeSync(fd);
+    }
+  };
   return {
     dir,
     ballast,
-    fill() {
-      const fd = openSync(ballast, "a");
-      const block = Buffer.alloc(1 << 16, 1);
-      try {
-        for (;;) writeSync(fd, block);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== "ENOSPC") throw err;
-      } finally {
-        closeSync(fd);
-      }
+    fill,
+    leave(bytes) {
+      fill();
+      truncateSync(ballast, Math.max(0, statSync(ballast).size - bytes));
     },
     free,
     close() {
