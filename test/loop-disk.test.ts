@@ -11,6 +11,7 @@ import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { diskRoom, trainingOutputBytes } from "../src/loop/disk-room.js";
+import { removeJobOutput } from "../src/loop/round-job.js";
 import { Probe } from "../src/loop/probe.js";
 import type { RoundTrainer } from "../src/loop/trainer.js";
 import { frameFileName, roundDir } from "../src/loop/paths.js";
@@ -150,6 +151,17 @@ describe("loop - a full work disk", () => {
     const acc = await settled(e, rollouts.map((r) => r.id));
     expect([...acc.rejections]).toEqual([["no-room-2", ["poison"]]]);
     expect(rollouts.filter((_, i) => i !== 2).map((r) => acc.rounds.get(r.id))).toEqual([[1], [1], [1]]);
+  });
+
+  it("a job's output is removed with what the trainer was still writing beside it, and nothing of another attempt", async () => {
+    const e = (env = await startLoopEnv());
+    const dir = join(e.dir, "round");
+    const out = join(dir, "adapter.tmp-7-1");
+    for (const d of [out, `${out}.tmp-8-1`, `${out}.writing`, join(dir, "adapter.tmp-7-10"), join(dir, "adapter.tmp-7-10.tmp-8-2")]) mkdirSync(d, { recursive: true });
+    writeFileSync(join(`${out}.tmp-8-1`, "adapter_model.safetensors"), Buffer.alloc(1024)); // the native save's part
+    await removeJobOutput(out);
+    expect(readdirSync(dir).sort()).toEqual(["adapter.tmp-7-10", "adapter.tmp-7-10.tmp-8-2"]);
+    await removeJobOutput(join(dir, "never-written")); // nothing there: nothing to do
   });
 
   it("the disk's room for a training's output: three float32 copies of the parent's values and 4 MiB, free and writable", async () => {

@@ -36,7 +36,7 @@ export const Manifest = z.object({
   seed: nonNegativeInt(),
   attempts: nonNegativeInt().default(0).meta({ description: "training attempts started (a restart does not count a failure)" }),
   rollback: z.object({
-    from: z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }).meta({ description: "the adapter served when it was decided: it stands only while that one still is" }),
+    from: z.object({ round: nonNegativeInt(), sha256: sha256Hex().nullable() }).optional().meta({ description: "the adapter served when it was decided: it stands only while that one still is (absent: never stands)" }),
     target: LineageEntry.meta({ description: "the adapter rolled back to, which the round trains from" }),
     trigger: enumOf(RollbackTrigger, "who asked"),
     regressed: nonNegativeInt().nullable().meta({ description: "the adapter the guard found worse" }),

@@ -3,13 +3,13 @@
 // trainer, from the same adapters, as the round that failed. It is the evidence that tells a fault of the trainer or
 // its host (the probe fails too) from a fault of the round's rows (the probe trains): docs/daemon.md "Faults".
 // The same job runs once before the first pull (trainer.probeAtStart), so a broken trainer stops the start.
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import sharp from "sharp";
 import { writeFileAtomic } from "../files.js";
 import type { Config } from "./config/index.js";
 import { nonFiniteStat } from "./gate.js";
-import { roundJob } from "./round-job.js";
+import { removeJobOutput, roundJob } from "./round-job.js";
 import type { RoundTrainer } from "./trainer.js";
 
 export type ProbeResult = { ok: true } | { ok: false; error: string };
@@ -40,12 +40,15 @@ export class Probe {
     } catch (err) {
       return { ok: false, error: (err as Error).message };
     } finally {
-      await rm(out, { recursive: true, force: true });
+      await removeJobOutput(out);
     }
   }
 
   async #prepare(): Promise<void> {
     await mkdir(this.dir, { recursive: true });
+    // what an earlier process's probes left (a save the disk refused, a process killed mid-job)
+    const left = (await readdir(this.dir)).filter((n) => n.startsWith("out-"));
+    await Promise.all(left.map((n) => rm(join(this.dir, n), { recursive: true, force: true })));
     const frame = await sharp({ create: { width: 128, height: 96, channels: 3, background: { r: 96, g: 128, b: 160 } } }).png().toBuffer();
     await writeFileAtomic(join(this.dir, "frame.png"), frame);
     const rows = [0, 1].map((i) => JSON.stringify({ image: "frame.png", name: `probe-${i}`, code: String(i).repeat(this.config.policy.codeLength), adv: i === 0 ? 1 : -1, vllm_logp: -1 }));

@@ -1,7 +1,8 @@
 // The trainer job of a round (or of a probe, or of a part of a round being isolated): the contract's TrainJob
 // built from the typed trainer config, so the ranks take it as it is. Frame paths in the rows are relative to the
 // job's folder (`image_base`), where a one-shot trainer also runs.
-import { join } from "node:path";
+import { readdir, rm } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
 import type { TrainJob } from "../contract/index.js";
 import type { TrainerConfig } from "./config/index.js";
 
@@ -42,3 +43,14 @@ export function roundJob(trainer: TrainerConfig, files: JobFiles): TrainJob {
 
 /** The output folder of one attempt at a round: adapter.tmp-<pid>-<attempt> (finished-attempt.ts reads the name). */
 export const attemptOutDir = (roundDir: string, attempt: number) => join(roundDir, `adapter.tmp-${process.pid}-${attempt}`);
+
+/**
+ * Removes a job's output folder and what a trainer left beside it while writing it: the native trainer saves into a
+ * sibling `<out>.tmp-<pid>-<n>` and renames it (native/src/io/files.cpp), so a save the disk refused leaves its part
+ * there, not in `out` (the test double writes `<out>.writing`). On a full disk that part holds the space it lacked.
+ */
+export async function removeJobOutput(out: string): Promise<void> {
+  const prefix = `${basename(out)}.`;
+  const beside = await readdir(dirname(out)).catch(() => [] as string[]);
+  await Promise.all([out, ...beside.filter((n) => n.startsWith(prefix)).map((n) => join(dirname(out), n))].map((p) => rm(p, { recursive: true, force: true })));
+}

@@ -31,7 +31,7 @@ import { diskRoom, trainingOutputBytes } from "./disk-room.js";
 import type { Probe, ProbeResult } from "./probe.js";
 import { lastPublishedRoundEvent, publishAdapter } from "./publish.js";
 import { retrying, type RetryOptions } from "./retry.js";
-import { attemptOutDir, roundJob } from "./round-job.js";
+import { attemptOutDir, removeJobOutput, roundJob } from "./round-job.js";
 import { withRecentAdapter, withUnpublished, type StateRecord, type StateStore } from "./state.js";
 import { betAlphas, judgeLineage, verdictOf } from "./guard.js";
 import { foldOutcomes } from "./live-outcomes.js";
@@ -271,9 +271,13 @@ export class RoundRunner {
     const decided = manifest.rollback;
     const served = this.ctx.state.record.adapter;
     if (!decided) return manifest;
-    if (this.ctx.config.guard.enabled && decided.from.round === served.round && decided.from.sha256 === served.sha256) return manifest;
-    this.ctx.log.warn({ round: manifest.round, decided: { from: decided.from.round, to: decided.target.round }, served: served.round, guard: this.ctx.config.guard.enabled },
-      "the rollback decided for this round no longer applies: it trains again from the adapter served now");
+    const from = decided.from;
+    if (this.ctx.config.guard.enabled && from !== undefined && from.round === served.round && from.sha256 === served.sha256) return manifest;
+    // the rollouts taken out while it trained from the target stay out (their frames are gone): said here, by name
+    this.ctx.log.warn({
+      round: manifest.round, decided: { from: from?.round ?? null, to: decided.target.round }, served: served.round, guard: this.ctx.config.guard.enabled,
+      takenOut: manifest.poisoned.map((p) => ({ id: p.id, reason: p.reason })),
+    }, "the rollback decided for this round no longer applies: it trains again from the adapter served now");
     const { rollback: _dropped, ...rest } = manifest;
     const again = updated(rest, { parent: { round: served.round, path: served.path, sha256: served.sha256 }, status: "assembled" });
     await writeManifest(dir, again);
@@ -362,16 +366,19 @@ export class RoundRunner {
       this.#throwIfStopping();
       // an attempt that failed with an error leaves nothing to keep: its space back before the disk is asked for room
       // (a full disk), and never taken for a result by a later run
-      if (!("stats" in result)) await rm(outDir, { recursive: true, force: true });
+      const times: number = (diverged?.times ?? 0) + 1;
+      if (!("stats" in result)) {
+        await removeJobOutput(outDir);
+        await forgetDiverged();
+      }
       const { fault, probeError } = await this.#blame(manifest, !("stats" in result));
       // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
       // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
       // do: the gate rejects it then, from the last such attempt's output (kept for it)
-      const times: number = (diverged?.times ?? 0) + 1;
       await forgetDiverged();
       if ("stats" in result && fault === "data") diverged = { stats: result.stats, outDir, times };
-      else if ("stats" in result) await rm(outDir, { recursive: true, force: true });
+      else if ("stats" in result) await removeJobOutput(outDir);
       this.#throwIfStopping();
       const error = "stats" in result ? `its statistics are not finite (${garbage})` : result.error;
       ctx.log.error({ round: manifest.round, attempt, fault, err: errorSummary(error) }, "training attempt failed");
@@ -488,7 +495,7 @@ export class RoundRunner {
             partFailedWithError = true;
             return (err as Error).message;
           } finally {
-            await rm(out, { recursive: true, force: true });
+            await removeJobOutput(out);
           }
         },
         probe: () => this.#probe(manifest, partFailedWithError),
