@@ -71,6 +71,9 @@ interface Verdict {
   outDir: string | null;
 }
 
+/** The longest wait between two tries of a round the work directory's disk failed (#throughDiskFaults). */
+const DISK_RETRY_MAX_S = 30;
+
 export class RoundRunner {
   /** rollouts of the round in hand, by stream sequence (what the buffer gave; a resumed round reads the stream) */
   #known = new Map<number, RoundRollout>();
@@ -132,7 +135,9 @@ export class RoundRunner {
    */
   async #throughDiskFaults(round: number, job: (again: boolean) => Promise<void>): Promise<void> {
     const { ctx } = this;
-    const backoff = new Backoff(ctx.config.trainer.retryMinS * 1000, ctx.config.trainer.retryMaxS * 1000);
+    // a try that finds the disk still failing costs a write, not a training: it comes at least every 30 s
+    const { retryMinS, retryMaxS } = ctx.config.trainer;
+    const backoff = new Backoff(Math.min(retryMinS, DISK_RETRY_MAX_S) * 1000, Math.min(retryMaxS, DISK_RETRY_MAX_S) * 1000);
     let cause: string | null = null;
     for (;;) {
       try {
