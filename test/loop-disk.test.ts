@@ -1,6 +1,7 @@
 // The work directory's disk filling up under a running daemon (a real tmpfs of a few MiB, filled until the kernel
 // says ENOSPC): the host's fault, never a rollout's. The daemon stays up, says `degraded` naming the disk, rejects
-// nothing, and once space is back trains every rollout exactly once (docs/daemon.md "Faults"). Needs root to mount.
+// nothing, and once space is back trains every rollout exactly once; a stop while it waits is a clean stop
+// (docs/daemon.md "Faults"). Needs root to mount.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -101,6 +102,22 @@ describe("loop - a full work disk", () => {
     const failed = (await eventsOn<{ type: string; fault?: string }>(e.jsm, subjects(POLICY).rounds)).filter((ev) => ev.type === "round.attempt_failed");
     expect(failed.length).toBeGreaterThan(0);
     expect(failed.map((f) => f.fault)).toEqual(failed.map(() => "trainer"));
+  });
+
+  it("a stop while the round waits for the disk ends at once, cleanly; the next start, with space back, commits the round once", async () => {
+    const { e, d } = await start();
+    writeFileSync(`${d.ballast}.before`, "");
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("stop-while-full", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    await degradedBy(e, /the work directory's disk fails round 1/);
+    const stopping = daemon!;
+    await stopping.stop();
+    expect(await stopping.closed).toBeNull(); // a stop, not a failure
+    expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.status).not.toBe("committed");
+    d.free();
+    daemon = new Daemon({ config: parseConfig(e.config({ log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" }, trainer: { retryMinS: 0.2, retryMaxS: 0.5 } })) });
+    await daemon.start();
+    await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
   });
 
   it("full as a round is assembled (frames moved, manifest not written): assembled again in the same folder once space is back", async () => {
