@@ -89,13 +89,20 @@ describe("loop - a full work disk", () => {
     expect((await readManifest(roundDir(e.workDir, POLICY, 1)))?.status).toBe("committed");
   });
 
-  it("full while the trainer runs: the round waits, degraded, and is taken up again from its folder once space is back", async () => {
+  /** A daemon and a round of 4 two-step rollouts whose training fills the disk (the test double fills it first): the
+   *  trainer cannot write its output, the probe finds no room, then the daemon's own next write fails: the round
+   *  waits. Returns once the daemon says so. */
+  async function roundWaitingForTheDisk(tag: string) {
     const { e, d } = await start();
     writeFileSync(`${d.ballast}.before`, "");
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("during-train", i, { steps: 2 })));
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout(tag, i, { steps: 2 })));
     await publishRollouts(e.js, rollouts);
-    // the trainer cannot write its output, nor can the probe; then the daemon's own next write fails: the round waits
     await degradedBy(e, /the work directory's disk fails round 1/);
+    return { e, d, rollouts };
+  }
+
+  it("full while the trainer runs: the round waits, degraded, and is taken up again from its folder once space is back", async () => {
+    const { e, d, rollouts } = await roundWaitingForTheDisk("during-train");
     expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
     d.free();
     await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
@@ -105,11 +112,7 @@ describe("loop - a full work disk", () => {
   });
 
   it("a stop while the round waits for the disk ends at once, cleanly; the next start, with space back, commits the round once", async () => {
-    const { e, d } = await start();
-    writeFileSync(`${d.ballast}.before`, "");
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("stop-while-full", i, { steps: 2 })));
-    await publishRollouts(e.js, rollouts);
-    await degradedBy(e, /the work directory's disk fails round 1/);
+    const { e, d, rollouts } = await roundWaitingForTheDisk("stop-while-full");
     const stopping = daemon!;
     await stopping.stop();
     expect(await stopping.closed).toBeNull(); // a stop, not a failure

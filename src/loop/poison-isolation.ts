@@ -2,9 +2,9 @@
 // halves trained, recursively, until every failing part is one rollout — adaptive group testing, about
 // 2·k·log2(n) + k part trainings for k culprits among n rollouts, each on the exact rows of the failed round. A part
 // that fails is only blamed on its rows when the probe still trains right after it (after a part that failed with an
-// error, the work directory's disk must have room for a training's output too: disk-room.ts); otherwise the trainer or its host is at fault and the search stops
-// (TrainerFaultError) without blaming anyone. A single rollout is blamed only
-// when it fails twice on its own.
+// error, the work directory's disk must have room for a training's output too: disk-room.ts); otherwise the trainer
+// or its host is at fault and the search stops (TrainerFaultError) without blaming anyone. A single rollout is blamed
+// only when it fails twice on its own.
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Manifest, RemovedFromRound } from "../contract/index.js";

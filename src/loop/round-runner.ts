@@ -94,24 +94,20 @@ export class RoundRunner {
     await ctx.events.round({ type: "round.closed", round, trigger, rows, rollouts: entries.length });
     this.#known = new Map(entries.map((e) => [e.seq, { seq: e.seq, rollout: e.rollout }]));
     this.#lastArrival = Math.max(...entries.map((e) => e.arrivedAt));
-    const dir = roundDir(ctx.config.workDir, ctx.policy, round);
-    await this.#throughDiskFaults(round, async (again) => {
-      const manifest = (again ? await readManifest(dir) : null) ?? await this.#assemble(round, entries, trigger, dir);
-      await this.#run(manifest);
-    });
+    await this.#throughDiskFaults(round, () => this.#assemble(round, entries.length, rows, trigger));
   }
 
   /** Train, gate, commit, ack, publish a round that has a manifest (a killed daemon's pending round). */
   async run(manifest: Manifest): Promise<void> {
-    const dir = roundDir(this.ctx.config.workDir, this.ctx.policy, manifest.round);
-    await this.#throughDiskFaults(manifest.round, async (again) => this.#run((again ? await readManifest(dir) : null) ?? manifest));
+    await this.#throughDiskFaults(manifest.round, async () => manifest);
   }
 
-  async #assemble(round: number, entries: Buffered[], trigger: RoundTrigger, dir: string): Promise<Manifest> {
+  /** The round's folder from the rollouts in hand (#known). */
+  async #assemble(round: number, rollouts: number, rows: number, trigger: RoundTrigger): Promise<Manifest> {
     const { ctx } = this;
     setPhase(ctx, "assembling");
     const state = ctx.state.record;
-    const rows = entries.reduce((n, e) => n + e.rows, 0);
+    const dir = roundDir(ctx.config.workDir, ctx.policy, round);
     const started = performance.now();
     const manifest = await assembleRound({
       round, policy: ctx.policy, dir, incoming: incomingDir(ctx.config.workDir, ctx.policy), items: [...this.#known.values()], trigger,
@@ -122,26 +118,28 @@ export class RoundRunner {
       beforeManifest: () => pausePoint("assembling", round, ctx.log),
     });
     ctx.metrics.stepSeconds.observe({ step: "assemble" }, (performance.now() - started) / 1000);
-    ctx.log.info({ round, rows, rollouts: entries.length, trigger, sha256: manifest.train_sha256 }, "round assembled");
+    ctx.log.info({ round, rows, rollouts, trigger, sha256: manifest.train_sha256 }, "round assembled");
     await ctx.events.round({ type: "round.assembled", round, rows, sha256: manifest.train_sha256, dir });
     return manifest;
   }
 
   /**
-   * Runs a round's job through faults of the work directory's disk (full, over quota, read-only, failing: errors.ts
-   * isDiskFault) before its commit: the round waits, degraded, and is taken up again from what its folder holds —
-   * its manifest, or the rollouts in hand when it has none — as a restart would take it, so the daemon stays up and
-   * no rollout is rejected for the host's fault. After the commit each step retries on its own (retry.ts).
+   * Runs the round (#run) from the manifest `first` gives, through faults of the work directory's disk (full, over
+   * quota, read-only, failing: errors.ts isDiskFault) before its commit: the round waits, degraded, and is taken up
+   * again from what its folder holds — its manifest, or `first`'s when it has none — as a restart would take it, so
+   * the daemon stays up and no rollout is rejected for the host's fault. After the commit each step retries on its
+   * own (retry.ts).
    */
-  async #throughDiskFaults(round: number, job: (again: boolean) => Promise<void>): Promise<void> {
+  async #throughDiskFaults(round: number, first: () => Promise<Manifest>): Promise<void> {
     const { ctx } = this;
     // a try that finds the disk still failing costs a write, not a training: it comes at least every 30 s
     const { retryMinS, retryMaxS } = ctx.config.trainer;
     const backoff = new Backoff(Math.min(retryMinS, DISK_RETRY_MAX_S) * 1000, Math.min(retryMaxS, DISK_RETRY_MAX_S) * 1000);
+    const dir = roundDir(ctx.config.workDir, ctx.policy, round);
     let cause: string | null = null;
     for (;;) {
       try {
-        await job(cause !== null);
+        await this.#run((cause !== null ? await readManifest(dir) : null) ?? await first());
         break;
       } catch (err) {
         if (!isDiskFault(err) || ctx.state.record.round >= round) throw err;
@@ -369,19 +367,16 @@ export class RoundRunner {
         continue;
       }
       this.#throwIfStopping();
+      const times: number = (diverged?.times ?? 0) + 1;
+      await forgetDiverged();
       // an attempt that failed with an error leaves nothing to keep: its space back before the disk is asked for room
       // (a full disk), and never taken for a result by a later run
-      const times: number = (diverged?.times ?? 0) + 1;
-      if (!("stats" in result)) {
-        await removeJobOutput(outDir);
-        await forgetDiverged();
-      }
+      if (!("stats" in result)) await removeJobOutput(outDir);
       const { fault, probeError } = await this.#blame(manifest, !("stats" in result));
       // non-finite statistics: the trainer's or its host's when the probe's are too (garbage, not kept: a restart would
       // take a finished attempt's output as the round's); else the rows', judged as a failure is — tried again, then
       // the rollouts it diverges on isolated — and the round's own when it diverges every time while no few rollouts
       // do: the gate rejects it then, from the last such attempt's output (kept for it)
-      await forgetDiverged();
       if ("stats" in result && fault === "data") diverged = { stats: result.stats, outDir, times };
       else if ("stats" in result) await removeJobOutput(outDir);
       this.#throwIfStopping();

@@ -1,6 +1,7 @@
-// Test-only pause points for the crash tests (and setPauseHook, for tests that run the daemon in their own process). With RLLOOP_TEST_PAUSE_AT=<phase> or <phase>:<round>, the daemon
-// logs {"testPause": phase, "round": n} when it reaches that point and then waits forever, so a test can SIGKILL it
-// at exactly that point. Unset (always, in production) it is a no-op. Phases:
+// Test-only pause points for the crash tests (and setPauseHook, for tests that run the daemon in their own
+// process). With RLLOOP_TEST_PAUSE_AT=<phase> or <phase>:<round>, the daemon logs {"testPause": phase, "round": n}
+// when it reaches that point and then waits forever, so a test can SIGKILL it at exactly that point. Unset (always,
+// in production) it is a no-op. Phases:
 //   intake      the open round holds its second rollout (frames written to incoming/, nothing acked)
 //   assembling  frames moved and train.jsonl written, manifest not yet written
 //   training    the trainer finished (adapter in adapter.tmp-*), nothing gated or committed
