@@ -27,6 +27,13 @@ export interface LoadOptions {
   tf32?: Tf32;
   /** The attention backend on CUDA: "flash" (the default; PyTorch's own kernels) or "cudnn". Per process as tf32. */
   attention?: Attention;
+  /**
+   * A stand-in instead of the checkpoint: the config's shapes with one decoder layer of each kind and one vision
+   * block, weights a fixed pattern made on the device, nothing read but config.json. It runs the real model's
+   * kernels at the real shapes, so a process can pay their first-use costs while the real weights load
+   * (src/train/warm-up.ts). False by default.
+   */
+  standIn?: boolean;
 }
 
 /** From preprocessor_config.json (qwen35.md §8). */
@@ -219,6 +226,7 @@ interface NativeModel {
   visionCached(key: string): boolean;
   visionCacheStats(): VisionCacheStats;
   clearVisionCache(): Promise<void>;
+  close(): Promise<void>;
 }
 
 interface NativeOptimizer {
@@ -400,6 +408,15 @@ export class Model {
   /** Drops every cached vision feature, after the calls already made. */
   async clearVisionCache(): Promise<void> {
     return this.native.clearVisionCache();
+  }
+
+  /**
+   * Frees the model's memory now, after the calls already made, rather than when the object is garbage-collected
+   * (on an accelerator the allocator's cached blocks go back to the device too); later calls are refused. Batches
+   * and optimizers made from it keep only their own tensors. Closing again does nothing.
+   */
+  async close(): Promise<void> {
+    return this.native.close();
   }
 }
 

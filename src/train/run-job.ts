@@ -1,11 +1,14 @@
 // One job on a loaded model: the recipe for its kind, then the job's adapters and cached vision features are
 // dropped so a resident rank can take the next job on the same base model.
 import { deviceMemoryStats, resetPeakMemoryStats, type Model } from "../native.js";
+import type { Logger } from "pino";
 import type { ModelSpec, TrainJob } from "../contract/index.js";
 import { POLICY, REFERENCE, runPpo, type PpoResult } from "./ppo.js";
 import type { ModelAssets } from "./model-assets.js";
 import type { RankContext } from "./rank-context.js";
+import { secondsSince } from "./progress.js";
 import { runSft, type SftResult } from "./sft.js";
+import { warmsUp, warmUp } from "./warm-up.js";
 
 export type TrainResult = SftResult | PpoResult;
 
@@ -32,13 +35,28 @@ export async function runJob(ctx: RankContext, model: Model, assets: ModelAssets
  * thread, and building the tokenizer blocks the JS thread (~1 s with Qwen3.5's vocabulary), so the first job does
  * not pay for it after the load, just as the seed reads its processor before loading its model. A failed read is
  * not kept (load-once.ts): the first job reads again and reports its own error, as it would have without this.
+ * With `warm` (a one-shot run, whose job is known before the load) on CUDA, that job's first batches also run on a
+ * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed.
  */
-export async function loadModelWithAssets(spec: ModelSpec): Promise<{ model: Model; assets: ModelAssets }> {
+export async function loadModelWithAssets(
+  spec: ModelSpec,
+  warm?: { job: TrainJob; log: Logger },
+): Promise<{ model: Model; assets: ModelAssets }> {
   const { Model } = await import("../native.js");
+  const start = performance.now();
   const loading = Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
   loading.catch(() => undefined); // awaited below; a load that fails meanwhile is not an unhandled rejection
   const { ModelAssets } = await import("./model-assets.js"); // the tokenizers binding: loaded beside the weights too
   const assets = new ModelAssets(spec.dir);
   await assets.collator().catch(() => undefined);
-  return { model: await loading, assets };
+  if (!warm) return { model: await loading, assets };
+  const warming = warmsUp(spec) ? warmUp(spec, assets, warm.job, warm.log) : null;
+  const model = await loading.catch(async (error: unknown) => {
+    await warming;
+    throw error;
+  });
+  const loadS = secondsSince(start);
+  await warming; // (its GPU work would otherwise run inside the job's)
+  warm.log.info({ loadS, readyS: secondsSince(start), warmUp: warming !== null }, "model loaded");
+  return { model, assets };
 }

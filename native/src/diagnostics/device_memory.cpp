@@ -23,6 +23,10 @@ void reset_peak_memory_stats(const at::Device& device) {
   if (!device.is_cpu()) at::accelerator::resetPeakStats(device.index());
 }
 
+void release_cached_memory(const at::Device& device) {
+  if (!device.is_cpu()) at::accelerator::emptyCache();
+}
+
 int64_t device_total_memory(const at::Device& device) {
   if (device.is_cpu()) return 0;
   return static_cast<int64_t>(at::accelerator::getMemoryInfo(device.index()).second);

@@ -16,6 +16,10 @@ struct DeviceMemoryStats {
 DeviceMemoryStats device_memory_stats(const at::Device& device);
 void reset_peak_memory_stats(const at::Device& device);
 
+// Gives the allocator's cached free blocks back to the device (nothing on the CPU): after a model is closed, so that
+// its memory is the device's again, not only this process's allocator's.
+void release_cached_memory(const at::Device& device);
+
 // The accelerator's total memory in bytes (0 on the CPU).
 int64_t device_total_memory(const at::Device& device);
 

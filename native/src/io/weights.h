@@ -14,15 +14,27 @@
 
 namespace rlloop {
 
-class CheckpointReader {
+// Where a model's tensors come from: a checkpoint (CheckpointReader) or, for a stand-in model, nowhere
+// (io/random_weights.h).
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // The tensor under `key`, of `shape`, in dtype on device.
+  virtual at::Tensor get(const std::string& key, const std::vector<int64_t>& shape, at::ScalarType dtype,
+                         at::Device device) = 0;
+  // Called once every module has its tensors: fails when the source holds tensors no module asked for.
+  virtual void check_all_used() const = 0;
+};
+
+class CheckpointReader : public WeightSource {
  public:
   explicit CheckpointReader(const std::string& dir);
 
   // The tensor under `key`, checked against `shape`, converted to dtype on device.
-  at::Tensor get(const std::string& key, const std::vector<int64_t>& shape, at::ScalarType dtype, at::Device device);
+  at::Tensor get(const std::string& key, const std::vector<int64_t>& shape, at::ScalarType dtype, at::Device device) override;
   // Fails when the checkpoint holds tensors that no module asked for (besides mtp.*, which Qwen3.5 checkpoints
   // carry for multi-token prediction and transformers ignores): they mean the config does not describe the file.
-  void check_all_used() const;
+  void check_all_used() const override;
 
  private:
   std::string dir_;
@@ -35,7 +47,7 @@ class CheckpointReader {
 
 class WeightScope {
  public:
-  WeightScope(CheckpointReader& reader, std::string prefix, at::ScalarType dtype, at::Device device)
+  WeightScope(WeightSource& reader, std::string prefix, at::ScalarType dtype, at::Device device)
       : reader_(&reader), prefix_(std::move(prefix)), dtype_(dtype), device_(device) {}
 
   WeightScope sub(const std::string& name) const { return WeightScope(*reader_, prefix_ + name + ".", dtype_, device_); }
@@ -50,7 +62,7 @@ class WeightScope {
   at::Device device() const { return device_; }
 
  private:
-  CheckpointReader* reader_;
+  WeightSource* reader_;
   std::string prefix_;
   at::ScalarType dtype_;
   at::Device device_;

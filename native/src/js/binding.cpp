@@ -79,6 +79,11 @@ LoadOptions load_options(const Napi::Value& value) {
   options.model.tf32 = tf32 == "on" ? Tf32::On : tf32 == "off" ? Tf32::Off : Tf32::Auto;
   const std::string attention = require_choice(member(o, "attention"), "Model.load: opts.attention", {"flash", "cudnn"});
   options.model.attention = attention == "cudnn" ? Attention::Cudnn : Attention::Flash;
+  const Napi::Value stand_in = member(o, "standIn");
+  if (!is_missing(stand_in)) {
+    if (!stand_in.IsBoolean()) throw_type_error(o.Env(), "Model.load: opts.standIn", "a boolean", stand_in);
+    options.model.stand_in = stand_in.As<Napi::Boolean>().Value();
+  }
   return options;
 }
 
@@ -123,7 +128,8 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
                         InstanceMethod<&ModelWrap::Gradients>("gradients"),
                         InstanceMethod<&ModelWrap::VisionCached>("visionCached"),
                         InstanceMethod<&ModelWrap::VisionCacheStats>("visionCacheStats"),
-                        InstanceMethod<&ModelWrap::ClearVisionCache>("clearVisionCache")});
+                        InstanceMethod<&ModelWrap::ClearVisionCache>("clearVisionCache"),
+                        InstanceMethod<&ModelWrap::Close>("close")});
   }
 
   explicit ModelWrap(const Napi::CallbackInfo& info)
@@ -165,10 +171,20 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   std::set<std::string> names;  // adapter names as the JS thread sees them (the worker applies changes in order)
   std::string trainable;
 
+  // The session, or a JS Error once close() has dropped it.
+  const std::shared_ptr<ModelSession>& live(Napi::Env env) const {
+    if (!session) {
+      Napi::Error error = Napi::Error::New(env, "the model was closed (model.close())");
+      error.Set("code", Napi::String::New(env, "ERR_RLLOOP_INVALID"));
+      throw error;
+    }
+    return session;
+  }
+
  private:
   Napi::Value Info(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    const Qwen35Config& c = session->config();
+    const Qwen35Config& c = live(info.Env())->config();
     Napi::Object o = Napi::Object::New(env);
     o.Set("hiddenSize", c.text.hidden_size);
     o.Set("intermediateSize", c.text.intermediate_size);
@@ -193,8 +209,8 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     } else {
       o.Set("vision", env.Null());
     }
-    o.Set("device", session->device().str());
-    o.Set("dtype", session->dtype() == at::kBFloat16 ? "bfloat16" : "float32");
+    o.Set("device", live(env)->device().str());
+    o.Set("dtype", live(env)->dtype() == at::kBFloat16 ? "bfloat16" : "float32");
     Napi::Array modules = Napi::Array::New(env, module_paths.size());
     for (size_t i = 0; i < module_paths.size(); ++i) modules.Set(static_cast<uint32_t>(i), module_paths[i]);
     o.Set("loraModules", modules);
@@ -206,7 +222,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(addon(env).batch_class.Value()))
       throw_type_error(env, operation + ": batch", "a Batch from model.prepare()", v);
     auto batch = BatchWrap::Unwrap(v.As<Napi::Object>())->batch;
-    if (batch->owner != session->batch_owner())
+    if (batch->owner != live(env)->batch_owner())
       throw_type_error(env, operation + ": batch", "a Batch prepared by this model", v);
     return batch;
   }
@@ -229,7 +245,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     Napi::Env env = info.Env();
     if (!info[0].IsArray()) throw_type_error(env, "prepare: rows", "an array of rows", info[0]);
     Napi::Array array = info[0].As<Napi::Array>();
-    const Qwen35Config& c = session->config();
+    const Qwen35Config& c = live(info.Env())->config();
     const int64_t patch_dim = c.vision ? c.vision->in_channels * c.vision->temporal_patch_size * c.vision->patch_size *
                                              c.vision->patch_size
                                        : 0;
@@ -266,7 +282,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
         row.images.push_back({pixels, grid, key});
       }
     }
-    auto s = session;
+    auto s = live(info.Env());
     return prepare_runner->run(env, "prepare", Value(), [s, rows = std::move(rows)]() -> JsResult {
       auto batch = s->prepare(rows);
       return [batch](Napi::Env env) -> Napi::Value {
@@ -280,7 +296,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value Logprobs(const Napi::CallbackInfo& info) {
     auto batch = batch_arg(info[0], "logprobs");
     auto adapter = adapter_arg(info[1], "logprobs: adapter");
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "logprobs", Value(), [s, batch, adapter]() -> JsResult {
       LogprobsResult r = s->logprobs(*batch, adapter ? &*adapter : nullptr);
       const int64_t K = batch->K;
@@ -318,7 +334,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     Objective objective = objective_arg(info[1], batch->B);
     if (trainable.empty())
       throw_type_error(info.Env(), "backward", "called after setTrainable(name)", Napi::String::New(info.Env(), "no trainable adapter"));
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "backward", Value(), [s, batch, objective]() -> JsResult {
       BackwardResult r = s->backward(*batch, objective);
       return [r](Napi::Env env) -> Napi::Value {
@@ -339,7 +355,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value Inspect(const Napi::CallbackInfo& info) {
     auto batch = batch_arg(info[0], "inspect");
     auto adapter = adapter_arg(info[1], "inspect: adapter");
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "inspect", Value(), [s, batch, adapter]() -> JsResult {
       auto r = std::make_shared<InspectResult>(s->inspect(*batch, adapter ? &*adapter : nullptr));
       return [r](Napi::Env env) -> Napi::Value {
@@ -367,6 +383,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   Napi::Value AddAdapter(const Napi::CallbackInfo& info) {
+    auto s = live(info.Env());  // first: a closed model changes nothing
     Napi::Env env = info.Env();
     std::string name = new_adapter_name(info[0], "addAdapter: name");
     Napi::Object o = require_object(info[1], "addAdapter: spec");
@@ -378,25 +395,24 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     spec.seed = require_integer(member(o, "seed"), "addAdapter: spec.seed");
     guarded(env, "addAdapter", [&] { return matching_modules(module_paths, spec); });  // invalid regex, no match
     names.insert(name);
-    auto s = session;
     runner->post("addAdapter('" + name + "')", [s, name, spec] { s->adapters().add(name, spec, s->device()); });
     return env.Undefined();
   }
 
   Napi::Value RemoveAdapter(const Napi::CallbackInfo& info) {
+    auto s = live(info.Env());  // first: a closed model changes nothing
     std::string name = known_adapter(info[0], "removeAdapter: name");
     names.erase(name);
     if (trainable == name) trainable.clear();
-    auto s = session;
     runner->post("removeAdapter('" + name + "')", [s, name] { s->adapters().remove(name); });
     return info.Env().Undefined();
   }
 
   Napi::Value LoadAdapter(const Napi::CallbackInfo& info) {
+    auto s = live(info.Env());  // first: a closed model changes nothing
     std::string name = new_adapter_name(info[0], "loadAdapter: name");
     std::string dir = require_string(info[1], "loadAdapter: dir");
     names.insert(name);  // reserved now so that later calls see it; released if loading fails
-    auto s = session;
     return runner->run(
         info.Env(), "loadAdapter('" + dir + "')", Value(),
         [s, name, dir]() -> JsResult {
@@ -409,7 +425,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value SaveAdapter(const Napi::CallbackInfo& info) {
     std::string name = known_adapter(info[0], "saveAdapter: name");
     std::string dir = require_string(info[1], "saveAdapter: dir");
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "saveAdapter('" + dir + "')", Value(), [s, name, dir]() -> JsResult {
       s->save_adapter(name, dir);
       return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
@@ -417,14 +433,15 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   Napi::Value SetTrainable(const Napi::CallbackInfo& info) {
+    auto s = live(info.Env());  // first: a closed model changes nothing
     auto name = adapter_arg(info[0], "setTrainable: name");
     trainable = name ? *name : std::string();
-    auto s = session;
     runner->post("setTrainable", [s, name] { s->adapters().set_trainable(name ? &*name : nullptr); });
     return info.Env().Undefined();
   }
 
   Napi::Value AdapterNames(const Napi::CallbackInfo& info) {
+    live(info.Env());
     Napi::Array out = Napi::Array::New(info.Env(), names.size());
     uint32_t i = 0;
     for (const std::string& n : names) out.Set(i++, n);
@@ -440,7 +457,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
 
   Napi::Value AdapterTensors(const Napi::CallbackInfo& info) {
     std::string name = known_adapter(info[0], "adapterTensors: name");
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "adapterTensors", Value(), [s, name]() -> JsResult {
       auto tensors = snapshot(s->adapters().tensors(name));
       return [tensors](Napi::Env env) -> Napi::Value { return to_named_tensors(env, tensors); };
@@ -450,7 +467,7 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   Napi::Value SetAdapterTensors(const Napi::CallbackInfo& info) {
     std::string name = known_adapter(info[0], "setAdapterTensors: name");
     auto tensors = from_named_tensors(info[1], "setAdapterTensors: tensors");
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "setAdapterTensors", Value(), [s, name, tensors]() -> JsResult {
       s->adapters().set_tensors(name, tensors);
       return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
@@ -460,28 +477,43 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   // visionCached(key): whether the vision features of that key are cached (then prepare() needs no pixels for it).
   Napi::Value VisionCached(const Napi::CallbackInfo& info) {
     const std::string key = require_string(info[0], "visionCached: key");
-    return Napi::Boolean::New(info.Env(), session->vision_cache().contains(key));
+    return Napi::Boolean::New(info.Env(), live(info.Env())->vision_cache().contains(key));
   }
 
   Napi::Value VisionCacheStats(const Napi::CallbackInfo& info) {
     Napi::Object o = Napi::Object::New(info.Env());
-    o.Set("entries", Napi::Number::New(info.Env(), static_cast<double>(session->vision_cache().entries())));
-    o.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(session->vision_cache().bytes())));
+    o.Set("entries", Napi::Number::New(info.Env(), static_cast<double>(live(info.Env())->vision_cache().entries())));
+    o.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(live(info.Env())->vision_cache().bytes())));
     return o;
   }
 
   // clearVisionCache(): Promise<void>, in order after the calls already made.
   Napi::Value ClearVisionCache(const Napi::CallbackInfo& info) {
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "clearVisionCache", Value(), [s]() -> JsResult {
       s->vision_cache().clear();
       return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
     });
   }
 
+  // close(): Promise<void>. The model's memory is freed now rather than whenever the garbage collector finalizes
+  // the object: the session is dropped on the worker after every call already made, the allocator's cached blocks
+  // go back to the device, and later calls are refused. Batches and optimizers keep only their own tensors.
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    std::shared_ptr<ModelSession> s = std::move(session);
+    return runner->run(info.Env(), "close", Value(), [s]() mutable -> JsResult {
+      if (s) {
+        const at::Device device = s->device();
+        s.reset();
+        release_cached_memory(device);
+      }
+      return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
+    });
+  }
+
   Napi::Value Gradients(const Napi::CallbackInfo& info) {
     std::string name = known_adapter(info[0], "gradients: name");
-    auto s = session;
+    auto s = live(info.Env());
     return runner->run(info.Env(), "gradients", Value(), [s, name]() -> JsResult {
       auto tensors = snapshot(s->adapters().gradients(name));
       return [tensors](Napi::Env env) -> Napi::Value { return to_named_tensors(env, tensors); };
@@ -641,7 +673,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     Napi::Object o = require_object(info[0], "optimizer.step: opts");
     const double lr = require_number(member(o, "lr"), "optimizer.step: opts.lr");
     const double max_norm = is_missing(member(o, "maxGradNorm")) ? 0.0 : require_number(member(o, "maxGradNorm"), "optimizer.step: opts.maxGradNorm");
-    auto s = model_->session;
+    auto s = model_->live(info.Env());
     auto state = state_;
     return model_->runner->run(info.Env(), "optimizer.step", Value(), [s, state, lr, max_norm]() -> JsResult {
       const double norm = state->get(*s).step(lr, max_norm, state->reducer());
@@ -655,7 +687,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
 
   Napi::Value Save(const Napi::CallbackInfo& info) {
     const std::string path = require_string(info[0], "optimizer.save: path");
-    auto s = model_->session;
+    auto s = model_->live(info.Env());
     auto state = state_;
     return model_->runner->run(info.Env(), "optimizer.save('" + path + "')", Value(), [s, state, path]() -> JsResult {
       state->get(*s).save(path);
@@ -670,7 +702,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     const std::string file = require_string(info[1], "optimizer.saveWithAdapter: file");
     if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
       throw_type_error(info.Env(), "optimizer.saveWithAdapter: file", "a file name without '/'", info[1]);
-    auto s = model_->session;
+    auto s = model_->live(info.Env());
     auto state = state_;
     return model_->runner->run(info.Env(), "optimizer.saveWithAdapter('" + dir + "')", Value(), [s, state, dir, file]() -> JsResult {
       const AdamW::HostState optimizer = state->get(*s).host_state();
@@ -681,7 +713,7 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
 
   Napi::Value Load(const Napi::CallbackInfo& info) {
     const std::string path = require_string(info[0], "optimizer.load: path");
-    auto s = model_->session;
+    auto s = model_->live(info.Env());
     auto state = state_;
     return model_->runner->run(info.Env(), "optimizer.load('" + path + "')", Value(), [s, state, path]() -> JsResult {
       state->get(*s).load(path);

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
@@ -206,6 +207,17 @@ Qwen35Config Qwen35Config::load(const std::string& dir) {
   RLLOOP_CHECK(is_directory(dir), NotFound, "model directory not found: '" << dir << "'");
   std::string path = dir + "/config.json";
   return parse(read_text_file(path), path);
+}
+
+Qwen35Config Qwen35Config::stand_in() const {
+  Qwen35Config c = *this;
+  std::vector<LayerKind> kinds;  // each kind once, in the order the stack first has it
+  for (LayerKind kind : text.layer_types)
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  c.text.layer_types = kinds;
+  c.text.num_hidden_layers = static_cast<int64_t>(kinds.size());
+  if (c.vision) c.vision->depth = 1;
+  return c;
 }
 
 }  // namespace rlloop

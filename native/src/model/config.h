@@ -41,6 +41,10 @@ struct Qwen35Config {
   // Reads and validates `<dir>/config.json`.
   static Qwen35Config load(const std::string& dir);
   static Qwen35Config parse(const std::string& json_text, const std::string& source);
+
+  // The same shapes with one decoder layer of each kind (in the stack's order) and one vision block: a stand-in
+  // model runs every kernel of the real one at its shapes (ModelOptions::stand_in).
+  Qwen35Config stand_in() const;
 };
 
 }  // namespace rlloop

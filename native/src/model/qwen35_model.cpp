@@ -9,6 +9,7 @@
 #include "diagnostics/device_memory.h"
 #include "diagnostics/profiler.h"
 #include "diagnostics/switches.h"
+#include "io/pattern_weights.h"
 #include "io/weights.h"
 #include "model/grad_checkpoint.h"
 #include "model/rms_norm.h"
@@ -17,7 +18,7 @@
 namespace rlloop {
 
 Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, const ModelOptions& options)
-    : config_(Qwen35Config::load(dir)),
+    : config_(options.stand_in ? Qwen35Config::load(dir).stand_in() : Qwen35Config::load(dir)),
       dtype_(dtype),
       device_(device),
       checkpointing_(options.checkpointing),
@@ -28,7 +29,12 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
     const bool tf32 = options.tf32 == Tf32::Auto ? dtype == at::kBFloat16 : options.tf32 == Tf32::On;
     cuda_math_.emplace(CudaMath{tf32, options.attention == Attention::Cudnn});
   }
-  CheckpointReader reader(dir);
+  std::unique_ptr<WeightSource> source;
+  if (options.stand_in)
+    source = std::make_unique<PatternWeights>();
+  else
+    source = std::make_unique<CheckpointReader>(dir);
+  WeightSource& reader = *source;
   const TextConfig& t = config_.text;
   WeightScope lm(reader, "model.language_model.", dtype, device);
   embed_tokens_ = lm.sub("embed_tokens").get("weight", {t.vocab_size, t.hidden_size});

@@ -1,0 +1,152 @@
+// The warm-up of a one-shot run (src/train/warm-up.ts): a stand-in model (Model.load's `standIn`: one decoder layer
+// of each kind, one vision block, the checkpoint's shapes, weights a pattern) runs the job's first batches beside
+// the real load and is closed before the job starts. Production warms up on CUDA only (the CPU loads nothing lazily);
+// here `warmsUp` is forced on, so the same code runs on the CPU build against the tiny Qwen3.5 of the trainer
+// fixture. What must hold: the stand-in reads nothing but config.json, close() frees a model and refuses later calls,
+// a warm-up changes no value of the job (bit for bit), and a warm-up that fails, or a load that fails beside one,
+// costs the job nothing it would not have cost without it.
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { Model, type LoadOptions } from "../src/native.js";
+import type { ModelSpec, TrainJob } from "../src/contract/index.js";
+import { jobFromFlags } from "../src/train/one-shot.js";
+import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
+import { trainFixture } from "./helpers/train-run.js";
+
+vi.mock("../src/train/warm-up.js", async (importActual) => ({
+  ...(await importActual<typeof import("../src/train/warm-up.js")>()),
+  warmsUp: () => true,
+}));
+
+type Line = Record<string, unknown>;
+
+/** A logger whose JSON lines land in `lines`. */
+function capture(lines: Line[]) {
+  return pino({ level: "info" }, { write: (text: string) => void lines.push(JSON.parse(text) as Line) });
+}
+
+describe("train warm-up - first-use costs paid on a stand-in beside the load", () => {
+  let fx: string;
+  let work: string;
+  const spec = (dir = join(fx, "model")): ModelSpec => ({ dir, device: "cpu", dtype: "float32", checkpointing: "auto", tf32: "auto", attention: "flash" });
+  const job = (out: string): TrainJob =>
+    jobFromFlags("ppo", {
+      data: join(fx, "ppo.jsonl"), adapter: join(fx, "seed-round"), ref: join(fx, "ref"), prompt: join(fx, "prompt.jinja"),
+      out: join(work, out), batch: 2, accumulation: 2, lr: 3e-5, seed: 0, model: join(fx, "model"),
+      checkpointing: "auto", tf32: "auto", attention: "flash", mismatchStats: false,
+    });
+  const loads: { opts: LoadOptions | undefined; model: Promise<Model> }[] = [];
+
+  beforeAll(async () => {
+    fx = await trainFixture();
+    work = await mkdtemp(join(tmpdir(), "rlloop-warm-up-"));
+    const load = Model.load.bind(Model);
+    vi.spyOn(Model, "load").mockImplementation((dir, opts) => {
+      const model = load(dir, opts);
+      loads.push({ opts, model });
+      return model;
+    });
+  });
+  afterAll(async () => {
+    vi.restoreAllMocks();
+    await rm(work, { recursive: true, force: true });
+  });
+
+  it("RLLOOP_WARM_UP: on CUDA unless \"off\"; the CPU never; a value that is neither is refused", async () => {
+    const { warmsUp } = await vi.importActual<typeof import("../src/train/warm-up.js")>("../src/train/warm-up.js");
+    const cuda: ModelSpec = { ...spec(), device: "cuda:0" };
+    expect([warmsUp(cuda, {}), warmsUp(cuda, { RLLOOP_WARM_UP: "on" }), warmsUp(cuda, { RLLOOP_WARM_UP: "off" }), warmsUp(spec(), {})]).toEqual([true, true, false, false]);
+    expect(() => warmsUp(cuda, { RLLOOP_WARM_UP: "of" })).toThrow(/RLLOOP_WARM_UP must be "on" or "off", got "of"/);
+  });
+
+  it("a stand-in has the checkpoint's shapes, one decoder layer of each kind and one vision block, and reads only config.json", async () => {
+    const only = join(work, "config-only");
+    await mkdir(only);
+    await copyFile(join(fx, "model", "config.json"), join(only, "config.json"));
+    const real = await Model.load(join(fx, "model"));
+    const standIn = await Model.load(only, { standIn: true });
+    const kinds = [...new Set(real.info.layerTypes)];
+    expect(kinds.length).toBeGreaterThan(1); // the fixture's stack has both kinds, so the test sees both
+    expect(standIn.info.layerTypes).toEqual(kinds);
+    expect(standIn.info.numLayers).toBe(kinds.length);
+    expect(standIn.info.vision?.depth).toBe(1);
+    const { numLayers, layerTypes, vision, loraModules, ...shapes } = real.info;
+    expect(standIn.info).toMatchObject({ ...shapes, vision: { ...vision, depth: 1 } });
+    // the LoRA modules of its layers are the real model's first layers' (the same projections of each kind)
+    const layerOf = (path: string) => Number(/\.layers\.(\d+)\./.exec(path)![1]);
+    const firstOfKind = kinds.map((k) => layerTypes.indexOf(k));
+    const expected = loraModules
+      .filter((p) => firstOfKind.includes(layerOf(p)))
+      .map((p) => p.replace(/\.layers\.(\d+)\./, (_, i: string) => `.layers.${firstOfKind.indexOf(Number(i))}.`));
+    expect([...standIn.info.loraModules].sort()).toEqual(expected.sort());
+    await Promise.all([real.close(), standIn.close()]);
+    await expect(Model.load(join(fx, "model"), { standIn: "yes" as unknown as boolean })).rejects.toThrow(/standIn must be a boolean/);
+  });
+
+  it("close(): calls made before it finish, later ones are refused, closing again does nothing", async () => {
+    const model = await Model.load(join(fx, "model"));
+    model.addAdapter("a", { r: 2, alpha: 4, targetModules: ".*q_proj", seed: 0 });
+    const before = model.adapterTensors("a");
+    await model.close();
+    expect(Object.keys(await before).length).toBeGreaterThan(0);
+    await expect(model.adapterTensors("a")).rejects.toMatchObject({ code: "ERR_RLLOOP_INVALID", message: /closed/ });
+    expect(() => model.addAdapter("b", { r: 2, alpha: 4, targetModules: ".*q_proj", seed: 0 })).toThrow(/closed/);
+    expect(() => model.visionCached("k")).toThrow(/closed/);
+    expect(() => model.adapterNames()).toThrow(/closed/);
+    expect(model.info.numLayers).toBeGreaterThan(0); // read at the load
+    await model.close();
+  });
+
+  it("a warm-up beside the load changes no value of the job: adapter, optimizer state and stats bit for bit", async () => {
+    const plain = await loadModelWithAssets(spec());
+    await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, plain.model, plain.assets, job("plain"));
+    await plain.model.close();
+
+    const lines: Line[] = [];
+    loads.length = 0;
+    const warmed = await loadModelWithAssets(spec(), { job: job("warmed"), log: capture(lines) });
+    expect(loads.map((l) => l.opts?.standIn ?? false)).toEqual([false, true]); // the real load is issued first
+    const standIn = await loads[1]!.model;
+    await expect(standIn.clearVisionCache()).rejects.toThrow(/closed/); // closed before the model was returned
+    expect(lines.map((l) => l.msg)).toEqual(["warm-up done", "model loaded"]);
+    await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, warmed.model, warmed.assets, job("warmed"));
+    await warmed.model.close();
+
+    for (const file of ["adapter_model.safetensors", "optimizer.safetensors", "logp_gaps.json"])
+      expect(await readFile(join(work, "warmed", file)), file).toEqual(await readFile(join(work, "plain", file)));
+    const stats = async (dir: string) => {
+      const { train_s: _, ...rest } = JSON.parse(await readFile(join(work, dir, "stats.json"), "utf8")) as Line;
+      return rest;
+    };
+    expect(await stats("warmed")).toEqual(await stats("plain"));
+  });
+
+  it("a warm-up that fails is logged, and the job runs on the model as it would have", async () => {
+    const lines: Line[] = [];
+    const broken = job("after-failed-warm-up");
+    broken.data = join(work, "missing.jsonl"); // the warm-up reads the rows first; the job is not run here
+    const loaded = await loadModelWithAssets(spec(), { job: broken, log: capture(lines) });
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, "warm-up failed; the job pays its first-use costs itself"],
+      [30, "model loaded"],
+    ]);
+    expect(loaded.model.info.numLayers).toBeGreaterThan(1);
+    await loaded.model.close();
+  });
+
+  it("a load that fails beside a warm-up reports the load's error once the stand-in is closed", async () => {
+    const configOnly = join(work, "no-weights");
+    await cp(join(fx, "model"), configOnly, { recursive: true });
+    await rm(join(configOnly, "model.safetensors"), { force: true });
+    await rm(join(configOnly, "model.safetensors.index.json"), { force: true });
+    loads.length = 0;
+    const lines: Line[] = [];
+    await expect(loadModelWithAssets(spec(configOnly), { job: job("never"), log: capture(lines) })).rejects.toThrow(/no model\.safetensors/);
+    expect(lines.map((l) => l.msg)).toEqual(["warm-up done"]); // the stand-in needs config.json alone
+    const standIn = await loads.find((l) => l.opts?.standIn)!.model;
+    expect(() => standIn.visionCached("k")).toThrow(/closed/);
+  });
+});
