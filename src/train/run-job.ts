@@ -8,7 +8,7 @@ import type { ModelAssets } from "./model-assets.js";
 import type { RankContext } from "./rank-context.js";
 import { secondsSince } from "./progress.js";
 import { runSft, type SftResult } from "./sft.js";
-import { warmsUp, warmUp } from "./warm-up.js";
+import { loadStandIn, warmsUp, warmUp } from "./warm-up.js";
 
 export type TrainResult = SftResult | PpoResult;
 
@@ -46,11 +46,12 @@ export async function loadModelWithAssets(
   const start = performance.now();
   const loading = Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
   loading.catch(() => undefined); // awaited below; a load that fails meanwhile is not an unhandled rejection
+  const standIn = warm && warmsUp(spec) ? loadStandIn(spec) : null; // beside it, on a thread of its own
   const { ModelAssets } = await import("./model-assets.js"); // the tokenizers binding: loaded beside the weights too
   const assets = new ModelAssets(spec.dir);
   await assets.collator().catch(() => undefined);
   if (!warm) return { model: await loading, assets };
-  const warming = warmsUp(spec) ? warmUp(spec, assets, warm.job, warm.log) : null;
+  const warming = standIn && warmUp(standIn, assets, warm.job, warm.log);
   const model = await loading.catch(async (error: unknown) => {
     await warming;
     throw error;

@@ -2,8 +2,9 @@
 // its later ones by ~1 s at the 9B shapes (bench/RESULTS.md): each kernel's module is loaded at its first launch,
 // cuBLAS and the attention kernels set themselves up, autograd starts its device threads, the optimizer's kernels
 // load. None of that depends on the weights' values, so a stand-in model (one decoder layer of each kind, one vision
-// block, the real shapes: Model.load's `standIn`) runs one job's first batches on another worker thread while
-// Model.load reads the checkpoint, and is closed before the job starts. The seed pays the same costs in its round.
+// block, the real shapes: Model.load's `standIn`) is loaded beside the real model and runs the job's first batch on
+// its own worker thread while Model.load reads the checkpoint, and is closed before the job starts. The seed pays
+// the same costs in its round.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ModelSpec, TrainJob } from "../contract/index.js";
@@ -16,8 +17,7 @@ import { preparedBatches } from "./loader.js";
 import type { ModelAssets } from "./model-assets.js";
 import { shown, TrainInputError } from "./errors.js";
 import { createOptimizer } from "./optimizer-state.js";
-import { frozenGroups } from "./ppo.js";
-import { secondsSince } from "./progress.js";
+import { PhaseClock, round2 } from "../phase-clock.js";
 import { loadPrompt } from "./prompt.js";
 import { readRows, type PpoRow } from "./rows.js";
 
@@ -33,51 +33,58 @@ export function warmsUp(spec: ModelSpec, env: NodeJS.ProcessEnv = process.env): 
   return choice === "on" && spec.device.startsWith("cuda");
 }
 
+/** The stand-in of `spec`'s model (Model.load's `standIn`), issued beside the real load: it needs config.json alone. */
+export function loadStandIn(spec: ModelSpec): Promise<Model> {
+  const { device, dtype, checkpointing, tf32, attention } = spec;
+  const loading = Model.load(spec.dir, { device, dtype, checkpointing, tf32, attention, standIn: true });
+  loading.catch(() => undefined); // read by warmUp, which reports a failed load
+  return loading;
+}
+
 /**
- * Runs `job`'s first batches on a stand-in of `spec`'s model: the frozen pass's first two batches (`batch` rows,
- * then 2·batch), then one training step and one optimizer step on the first. Never fails: a warm-up that breaks is
+ * Runs `job`'s first batch (`batch` rows) on the stand-in: its frozen pass's log-probs, then one training step and
+ * one optimizer step, as the job's first steps do; then closes the stand-in. Never fails: a warm-up that breaks is
  * logged and the job runs as it would have without it (it pays its first-use costs itself).
  */
-export async function warmUp(spec: ModelSpec, assets: ModelAssets, job: TrainJob, log: Logger): Promise<void> {
-  const start = performance.now();
-  let standIn: Model | null = null;
+export async function warmUp(standIn: Promise<Model>, assets: ModelAssets, job: TrainJob, log: Logger): Promise<void> {
+  const clock = new PhaseClock();
+  let model: Model | null = null;
   try {
-    standIn = await Model.load(spec.dir, { ...modelOptions(spec), standIn: true });
-    await firstSteps(standIn, assets, job);
-    log.info({ seconds: secondsSince(start) }, "warm-up done");
+    model = await standIn;
+    clock.lap("standIn");
+    await firstSteps(model, assets, job, clock);
+    log.info({ seconds: round2(clock.totalSeconds()), phasesS: clock.laps() }, "warm-up done");
   } catch (error) {
-    log.warn({ err: error, seconds: secondsSince(start) }, "warm-up failed; the job pays its first-use costs itself");
+    log.warn({ err: error, phasesS: clock.laps() }, "warm-up failed; the job pays its first-use costs itself");
   } finally {
-    await standIn?.close().catch(() => undefined);
+    await model?.close().catch(() => undefined);
   }
 }
 
-function modelOptions(spec: ModelSpec) {
-  const { device, dtype, checkpointing, tf32, attention } = spec;
-  return { device, dtype, checkpointing, tf32, attention };
-}
-
-async function firstSteps(model: Model, assets: ModelAssets, job: TrainJob): Promise<void> {
-  const rows = (await readRows(job.data, job.kind, "--data", job.image_base)).slice(0, 3 * job.batch);
+async function firstSteps(model: Model, assets: ModelAssets, job: TrainJob, clock: PhaseClock): Promise<void> {
+  const rows = (await readRows(job.data, job.kind, "--data", job.image_base)).slice(0, job.batch);
   const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
   model.addAdapter(ADAPTER, await loraSpec(job));
-  const groups = frozenGroups(rows.map((_, i) => i), job.batch);
-  let first = null;
-  for await (const b of preparedBatches(model, collator, rows, groups, job.data)) {
-    await model.logprobs(b.batch, { adapter: ADAPTER });
-    first ??= b;
-  }
+  const batches = preparedBatches(model, collator, rows, [rows.map((_, i) => i)], job.data);
+  const next = await batches.next();
+  if (next.done) throw new Error("the job has no rows");
+  const first = next.value;
+  clock.lap("batch");
+  await model.logprobs(first.batch, { adapter: ADAPTER });
+  clock.lap("logprobs");
   model.setTrainable(ADAPTER);
   const optimizer = createOptimizer(model, ADAPTER, job.lr, null);
-  const B = first!.rows.length;
+  const B = first.rows.length;
   await model.backward(
-    first!.batch,
+    first.batch,
     job.kind === "sft"
       ? { kind: "sft", scale: 1 }
       : // on-policy, as a round's first steps are (first-update.ts)
-        { kind: "ppo", n: (first!.rows[0] as PpoRow).code.length, adv: new Float32Array(B).fill(1), clip: PPO_CLIP, beta: PPO_BETA, scale: 1 },
+        { kind: "ppo", n: (first.rows[0] as PpoRow).code.length, adv: new Float32Array(B).fill(1), clip: PPO_CLIP, beta: PPO_BETA, scale: 1 },
   );
+  clock.lap("backward");
   await optimizer.step({ lr: job.lr, maxGradNorm: MAX_GRAD_NORM });
+  clock.lap("step");
 }
 
 /** The job's adapter's rank and alpha (its products' shapes), else a new adapter's; the seed's modules either way. */
