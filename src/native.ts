@@ -29,7 +29,7 @@ export interface LoadOptions {
   attention?: Attention;
   /**
    * A stand-in instead of the checkpoint: the config's shapes with one decoder layer of each kind and one vision
-   * block, weights a fixed pattern made on the device, nothing read but config.json. It runs the real model's
+   * block, weights zeros made on the device, nothing read but config.json. It runs the real model's
    * kernels at the real shapes, so a process can pay their first-use costs while the real weights load
    * (src/train/warm-up.ts). False by default.
    */

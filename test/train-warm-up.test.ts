@@ -1,5 +1,5 @@
 // The warm-up of a one-shot run (src/train/warm-up.ts): a stand-in model (Model.load's `standIn`: one decoder layer
-// of each kind, one vision block, the checkpoint's shapes, weights a pattern) runs the job's first batches beside
+// of each kind, one vision block, the checkpoint's shapes, zero weights) runs the job's first batch beside
 // the real load and is closed before the job starts. Production warms up on CUDA only (the CPU loads nothing lazily);
 // here `warmsUp` is forced on, so the same code runs on the CPU build against the tiny Qwen3.5 of the trainer
 // fixture. What must hold: the stand-in reads nothing but config.json, close() frees a model and refuses later calls,

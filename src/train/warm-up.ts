@@ -9,17 +9,16 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ModelSpec, TrainJob } from "../contract/index.js";
 import type { Logger } from "pino";
-import { Model, type LoraSpec } from "../native.js";
+import { Model, type LoraSpec, type RowInput } from "../native.js";
 import { CachedFrames } from "./cached-frames.js";
 import { loadCollator } from "./collate.js";
 import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM, PPO_BETA, PPO_CLIP } from "./hyperparameters.js";
-import { preparedBatches } from "./loader.js";
 import type { ModelAssets } from "./model-assets.js";
 import { shown, TrainInputError } from "./errors.js";
 import { createOptimizer } from "./optimizer-state.js";
 import { PhaseClock, round2 } from "../phase-clock.js";
 import { loadPrompt } from "./prompt.js";
-import { readRows, type PpoRow } from "./rows.js";
+import { readRows, type PpoRow, type SftRow } from "./rows.js";
 
 const ADAPTER = "warm-up";
 
@@ -42,17 +41,19 @@ export function loadStandIn(spec: ModelSpec): Promise<Model> {
 }
 
 /**
- * Runs `job`'s first batch (`batch` rows) on the stand-in: its frozen pass's log-probs, then one training step and
- * one optimizer step, as the job's first steps do; then closes the stand-in. Never fails: a warm-up that breaks is
+ * Runs `job`'s first batch (`batch` rows, collated while the stand-in loads) on the stand-in: its frozen pass's
+ * log-probs, then one training step and one optimizer step, as the job's first steps do; then closes the stand-in. Never fails: a warm-up that breaks is
  * logged and the job runs as it would have without it (it pays its first-use costs itself).
  */
 export async function warmUp(standIn: Promise<Model>, assets: ModelAssets, job: TrainJob, log: Logger): Promise<void> {
   const clock = new PhaseClock();
   let model: Model | null = null;
   try {
+    const collated = firstBatch(assets, job); // while the stand-in loads
+    collated.catch(() => undefined); // read below, after the stand-in
     model = await standIn;
     clock.lap("standIn");
-    await firstSteps(model, assets, job, clock);
+    await firstSteps(model, await collated, job, clock);
     log.info({ seconds: round2(clock.totalSeconds()), phasesS: clock.laps() }, "warm-up done");
   } catch (error) {
     log.warn({ err: error, phasesS: clock.laps() }, "warm-up failed; the job pays its first-use costs itself");
@@ -61,22 +62,26 @@ export async function warmUp(standIn: Promise<Model>, assets: ModelAssets, job: 
   }
 }
 
-async function firstSteps(model: Model, assets: ModelAssets, job: TrainJob, clock: PhaseClock): Promise<void> {
+/** The job's first `batch` rows, collated (frames decoded and preprocessed). */
+async function firstBatch(assets: ModelAssets, job: TrainJob): Promise<{ rows: SftRow[]; inputs: RowInput[] }> {
   const rows = (await readRows(job.data, job.kind, "--data", job.image_base)).slice(0, job.batch);
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
+  if (rows.length === 0) throw new Error("the job has no rows");
+  // (the stand-in's vision cache is empty: every frame goes with its pixels)
+  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames({ visionCached: () => false }));
+  return { rows, inputs: await Promise.all(rows.map((row) => collator.row(row, job.data))) };
+}
+
+async function firstSteps(model: Model, first: { rows: SftRow[]; inputs: RowInput[] }, job: TrainJob, clock: PhaseClock): Promise<void> {
   model.addAdapter(ADAPTER, await loraSpec(job));
-  const batches = preparedBatches(model, collator, rows, [rows.map((_, i) => i)], job.data);
-  const next = await batches.next();
-  if (next.done) throw new Error("the job has no rows");
-  const first = next.value;
+  const batch = await model.prepare(first.inputs);
   clock.lap("batch");
-  await model.logprobs(first.batch, { adapter: ADAPTER });
+  await model.logprobs(batch, { adapter: ADAPTER });
   clock.lap("logprobs");
   model.setTrainable(ADAPTER);
   const optimizer = createOptimizer(model, ADAPTER, job.lr, null);
   const B = first.rows.length;
   await model.backward(
-    first.batch,
+    batch,
     job.kind === "sft"
       ? { kind: "sft", scale: 1 }
       : // on-policy, as a round's first steps are (first-update.ts)

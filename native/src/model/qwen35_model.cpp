@@ -9,7 +9,7 @@
 #include "diagnostics/device_memory.h"
 #include "diagnostics/profiler.h"
 #include "diagnostics/switches.h"
-#include "io/pattern_weights.h"
+#include "io/zero_weights.h"
 #include "io/weights.h"
 #include "model/grad_checkpoint.h"
 #include "model/rms_norm.h"
@@ -31,7 +31,7 @@ Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Devic
   }
   std::unique_ptr<WeightSource> source;
   if (options.stand_in)
-    source = std::make_unique<PatternWeights>();
+    source = std::make_unique<ZeroWeights>();
   else
     source = std::make_unique<CheckpointReader>(dir);
   WeightSource& reader = *source;

@@ -35,7 +35,7 @@ struct ModelOptions {
   // full-attention layers, and a PPO round's first step 3.2 s against 0.69 s. Cudnn is kept to compare.
   Attention attention = Attention::Flash;
   // A stand-in instead of the checkpoint: the config's shapes with one decoder layer of each kind and one vision
-  // block (Qwen35Config::stand_in), its weights a fixed pattern made on the device (io/pattern_weights.h), nothing
+  // block (Qwen35Config::stand_in), its weights zeros made on the device (io/zero_weights.h), nothing
   // read but config.json. It runs the real model's kernels at the real shapes, so a process pays their first-use
   // costs on it while the real weights load (src/train/warm-up.ts).
   bool stand_in = false;
