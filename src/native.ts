@@ -30,7 +30,7 @@ export interface LoadOptions {
   /**
    * A stand-in instead of the checkpoint: the config's shapes with one decoder layer of each kind and one vision
    * block, weights zeros made on the device, nothing read but config.json. It runs the real model's
-   * kernels at the real shapes, so a process can pay their first-use costs while the real weights load
+   * kernels at its shapes, so a process can pay their first-use costs while the real weights load
    * (src/train/warm-up.ts). False by default.
    */
   standIn?: boolean;
@@ -412,8 +412,10 @@ export class Model {
 
   /**
    * Frees the model's memory now, after the calls already made, rather than when the object is garbage-collected
-   * (on an accelerator the allocator's cached blocks go back to the device too); later calls are refused. Batches
-   * and optimizers made from it keep only their own tensors. Closing again does nothing.
+   * (on an accelerator the allocator's cached blocks go back to the device too); later calls are refused. Await the
+   * batches being prepared first: a prepare() still running holds the model until it ends. Batches and optimizers
+   * made from it keep their tensors (an optimizer: the adapter's and its moments) until they are collected. Closing
+   * again does nothing.
    */
   async close(): Promise<void> {
     return this.native.close();

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { Model, type LoadOptions } from "../src/native.js";
+import { Model, Optimizer, type LoadOptions } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
 import { jobFromFlags } from "../src/train/one-shot.js";
 import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
@@ -59,6 +59,8 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     const { warmsUp } = await vi.importActual<typeof import("../src/train/warm-up.js")>("../src/train/warm-up.js");
     const cuda: ModelSpec = { ...spec(), device: "cuda:0" };
     expect([warmsUp(cuda, {}), warmsUp(cuda, { RLLOOP_WARM_UP: "on" }), warmsUp(cuda, { RLLOOP_WARM_UP: "off" }), warmsUp(spec(), {})]).toEqual([true, true, false, false]);
+    // a run that traces its steps sees them as they are (and no second model's tasks in its traces)
+    expect(["RLLOOP_PROFILE_WINDOWS", "RLLOOP_PROFILE_TRACE", "RLLOOP_BACKWARD_TIMELINE"].map((name) => warmsUp(cuda, { [name]: "x" }))).toEqual([false, false, false]);
     expect(() => warmsUp(cuda, { RLLOOP_WARM_UP: "of" })).toThrow(/RLLOOP_WARM_UP must be "on" or "off", got "of"/);
   });
 
@@ -91,6 +93,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     model.addAdapter("a", { r: 2, alpha: 4, targetModules: ".*q_proj", seed: 0 });
     const before = model.adapterTensors("a");
     await model.close();
+    expect(() => new Optimizer(model, "a", { lr: 1e-4, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0 })).toThrow(/closed/);
     expect(Object.keys(await before).length).toBeGreaterThan(0);
     await expect(model.adapterTensors("a")).rejects.toMatchObject({ code: "ERR_RLLOOP_INVALID", message: /closed/ });
     expect(() => model.addAdapter("b", { r: 2, alpha: 4, targetModules: ".*q_proj", seed: 0 })).toThrow(/closed/);
@@ -100,41 +103,49 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     await model.close();
   });
 
-  it("a warm-up beside the load changes no value of the job: adapter, optimizer state and stats bit for bit", async () => {
-    const plain = await loadModelWithAssets(spec());
-    await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, plain.model, plain.assets, job("plain"));
-    await plain.model.close();
-
-    const lines: Line[] = [];
-    loads.length = 0;
-    const warmed = await loadModelWithAssets(spec(), { job: job("warmed"), log: capture(lines) });
-    expect(loads.map((l) => l.opts?.standIn ?? false)).toEqual([false, true]); // the real load is issued first
-    const standIn = await loads[1]!.model;
-    await expect(standIn.clearVisionCache()).rejects.toThrow(/closed/); // closed before the model was returned
-    expect(lines.map((l) => l.msg)).toEqual(["warm-up done", "model loaded"]);
-    await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, warmed.model, warmed.assets, job("warmed"));
-    await warmed.model.close();
-
+  const run = async (loaded: { model: Model; assets: Awaited<ReturnType<typeof loadModelWithAssets>>["assets"] }, out: string) => {
+    await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, job(out));
+    await loaded.model.close();
+  };
+  /** `out`'s files equal `plain`'s, bit for bit, stats.json but its seconds. */
+  const expectSameOutputs = async (out: string) => {
     for (const file of ["adapter_model.safetensors", "optimizer.safetensors", "logp_gaps.json"])
-      expect(await readFile(join(work, "warmed", file)), file).toEqual(await readFile(join(work, "plain", file)));
+      expect(await readFile(join(work, out, file)), file).toEqual(await readFile(join(work, "plain", file)));
     const stats = async (dir: string) => {
       const { train_s: _, ...rest } = JSON.parse(await readFile(join(work, dir, "stats.json"), "utf8")) as Line;
       return rest;
     };
-    expect(await stats("warmed")).toEqual(await stats("plain"));
+    expect(await stats(out)).toEqual(await stats("plain"));
+  };
+
+  it("a warm-up beside the load changes no value of the job: adapter, optimizer state and stats bit for bit", async () => {
+    // the warmed run first: whatever a warm-up left in the process would reach the plain run too, if it ran second
+    const lines: Line[] = [];
+    loads.length = 0;
+    const warmed = await loadModelWithAssets(spec(), { job: job("warmed"), log: capture(lines) });
+    expect(loads.map((l) => l.opts?.standIn ?? false)).toEqual([false, true]); // the real load is issued first
+    await expect((await loads[1]!.model).clearVisionCache()).rejects.toThrow(/closed/); // closed before the model came
+    expect(lines.map((l) => l.msg)).toEqual(["warm-up done", "model loaded"]);
+    expect(Object.keys(lines[0]!.phasesS as object)).toEqual(["standIn", "batch", "logprobs", "backward", "step"]);
+    await run(warmed, "warmed");
+    await run(await loadModelWithAssets(spec()), "plain");
+    await expectSameOutputs("warmed");
   });
 
-  it("a warm-up that fails is logged, and the job runs on the model as it would have", async () => {
+  it("a warm-up that fails halfway is logged, its stand-in closed, and the job's values are as without it", async () => {
     const lines: Line[] = [];
-    const broken = job("after-failed-warm-up");
-    broken.data = join(work, "missing.jsonl"); // the warm-up reads the rows first; the job is not run here
-    const loaded = await loadModelWithAssets(spec(), { job: broken, log: capture(lines) });
+    loads.length = 0;
+    const backward = vi.spyOn(Model.prototype, "backward").mockRejectedValueOnce(new Error("the stand-in's backward broke"));
+    const loaded = await loadModelWithAssets(spec(), { job: job("after-failed-warm-up"), log: capture(lines) });
     expect(lines.map((l) => [l.level, l.msg])).toEqual([
       [40, "warm-up failed; the job pays its first-use costs itself"],
       [30, "model loaded"],
     ]);
-    expect(loaded.model.info.numLayers).toBeGreaterThan(1);
-    await loaded.model.close();
+    expect(lines[0]!.phasesS).toMatchObject({ standIn: expect.any(Number), logprobs: expect.any(Number) });
+    await expect((await loads[1]!.model).clearVisionCache()).rejects.toThrow(/closed/);
+    backward.mockRestore();
+    await run(loaded, "after-failed-warm-up");
+    await expectSameOutputs("after-failed-warm-up");
   });
 
   it("a load that fails beside a warm-up reports the load's error once the stand-in is closed", async () => {

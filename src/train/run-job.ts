@@ -35,26 +35,32 @@ export async function runJob(ctx: RankContext, model: Model, assets: ModelAssets
  * thread, and building the tokenizer blocks the JS thread (~1 s with Qwen3.5's vocabulary), so the first job does
  * not pay for it after the load, just as the seed reads its processor before loading its model. A failed read is
  * not kept (load-once.ts): the first job reads again and reports its own error, as it would have without this.
- * With `warm` (a one-shot run, whose job is known before the load) on CUDA, that job's first batches also run on a
- * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed.
+ * With `warm` (a one-shot run, whose job is known before the load) on CUDA, that job's first batch also runs on a
+ * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed. A load that
+ * ran out of device memory beside the stand-in (a checkpoint that fits the device with little to spare) is made
+ * again without it.
  */
 export async function loadModelWithAssets(
   spec: ModelSpec,
   warm?: { job: TrainJob; log: Logger },
 ): Promise<{ model: Model; assets: ModelAssets }> {
   const { Model } = await import("../native.js");
+  const withStandIn = warm !== undefined && warmsUp(spec);
   const start = performance.now();
-  const loading = Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
+  const load = () => Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
+  const loading = load();
   loading.catch(() => undefined); // awaited below; a load that fails meanwhile is not an unhandled rejection
-  const standIn = warm && warmsUp(spec) ? loadStandIn(spec) : null; // beside it, on a thread of its own
+  const standIn = withStandIn ? loadStandIn(spec) : null; // beside it, on a thread of its own
   const { ModelAssets } = await import("./model-assets.js"); // the tokenizers binding: loaded beside the weights too
   const assets = new ModelAssets(spec.dir);
+  const warming = standIn && warmUp(standIn, assets, warm!.job, warm!.log);
   await assets.collator().catch(() => undefined);
   if (!warm) return { model: await loading, assets };
-  const warming = standIn && warmUp(standIn, assets, warm.job, warm.log);
   const model = await loading.catch(async (error: unknown) => {
     await warming;
-    throw error;
+    if (!warming || (error as { code?: unknown }).code !== "ERR_RLLOOP_OOM") throw error;
+    warm.log.warn({ err: error }, "the model's load ran out of device memory beside the warm-up's stand-in; loading it again alone");
+    return load();
   });
   const loadS = secondsSince(start);
   await warming; // (its GPU work would otherwise run inside the job's)

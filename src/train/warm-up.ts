@@ -10,6 +10,7 @@ import { join } from "node:path";
 import type { ModelSpec, TrainJob } from "../contract/index.js";
 import type { Logger } from "pino";
 import { Model, type LoraSpec, type RowInput } from "../native.js";
+import { rankOrder } from "./batching.js";
 import { CachedFrames } from "./cached-frames.js";
 import { loadCollator } from "./collate.js";
 import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM, PPO_BETA, PPO_CLIP } from "./hyperparameters.js";
@@ -22,14 +23,19 @@ import { readRows, type PpoRow, type SftRow } from "./rows.js";
 
 const ADAPTER = "warm-up";
 
+/** The diagnostics that trace a process's steps (native/src/diagnostics/switches.h): a warm-up would hide the steps
+ *  they are set to see, and the stand-in's tasks would enter their traces. */
+const TRACING = ["RLLOOP_PROFILE_WINDOWS", "RLLOOP_PROFILE_TRACE", "RLLOOP_BACKWARD_TIMELINE"];
+
 /**
  * Whether a job on this model is warmed up: on CUDA (the CPU loads nothing lazily) unless RLLOOP_WARM_UP is "off", a
- * diagnostic switch to measure what it saves; any value but "on" and "off" is refused, so a typo never passes.
+ * diagnostic switch to measure what it saves, or a tracing diagnostic is set; any value but "on" and "off" is
+ * refused, so a typo never passes.
  */
 export function warmsUp(spec: ModelSpec, env: NodeJS.ProcessEnv = process.env): boolean {
   const choice = env.RLLOOP_WARM_UP ?? "on";
   if (choice !== "on" && choice !== "off") throw new TrainInputError(`RLLOOP_WARM_UP must be "on" or "off", got ${shown(choice)}`);
-  return choice === "on" && spec.device.startsWith("cuda");
+  return choice === "on" && spec.device.startsWith("cuda") && !TRACING.some((name) => env[name]);
 }
 
 /** The stand-in of `spec`'s model (Model.load's `standIn`), issued beside the real load: it needs config.json alone. */
@@ -41,8 +47,10 @@ export function loadStandIn(spec: ModelSpec): Promise<Model> {
 }
 
 /**
- * Runs `job`'s first batch (`batch` rows, collated while the stand-in loads) on the stand-in: its frozen pass's
- * log-probs, then one training step and one optimizer step, as the job's first steps do; then closes the stand-in. Never fails: a warm-up that breaks is
+ * Runs `job`'s first training batch (collated while the stand-in loads) on the stand-in: log-probs without grad (the
+ * frozen pass's kernels), then one training step and one optimizer step, as the job's first steps do; then closes the
+ * stand-in. The frozen pass's larger batches, the objective's variants with a separate reference or truncated IS,
+ * the adapter's own target modules and the save are not run: their kernels are the same or few. Never fails: a warm-up that breaks is
  * logged and the job runs as it would have without it (it pays its first-use costs itself).
  */
 export async function warmUp(standIn: Promise<Model>, assets: ModelAssets, job: TrainJob, log: Logger): Promise<void> {
@@ -62,9 +70,11 @@ export async function warmUp(standIn: Promise<Model>, assets: ModelAssets, job: 
   }
 }
 
-/** The job's first `batch` rows, collated (frames decoded and preprocessed). */
+/** The job's first training batch (its first epoch's first `batch` rows), collated: frames decoded and preprocessed. */
 async function firstBatch(assets: ModelAssets, job: TrainJob): Promise<{ rows: SftRow[]; inputs: RowInput[] }> {
-  const rows = (await readRows(job.data, job.kind, "--data", job.image_base)).slice(0, job.batch);
+  const all = await readRows(job.data, job.kind, "--data", job.image_base);
+  const order = rankOrder({ rows: all.length, seed: job.seed, epoch: 0, rank: 0, world: 1, shuffle: true });
+  const rows = order.slice(0, job.batch).map((i) => all[i]!);
   if (rows.length === 0) throw new Error("the job has no rows");
   // (the stand-in's vision cache is empty: every frame goes with its pixels)
   const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames({ visionCached: () => false }));

@@ -17,7 +17,8 @@ DeviceMemoryStats device_memory_stats(const at::Device& device);
 void reset_peak_memory_stats(const at::Device& device);
 
 // Gives the allocator's cached free blocks back to the device (nothing on the CPU): after a model is closed, so that
-// its memory is the device's again, not only this process's allocator's.
+// its memory is the device's again, not only this process's allocator's. ATen empties the caches of all the
+// accelerator's devices at once; a model on another device loses only blocks it was not using.
 void release_cached_memory(const at::Device& device);
 
 // The accelerator's total memory in bytes (0 on the CPU).

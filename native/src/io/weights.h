@@ -14,8 +14,8 @@
 
 namespace rlloop {
 
-// Where a model's tensors come from: a checkpoint (CheckpointReader) or, for a stand-in model, nowhere
-// (io/random_weights.h).
+// Where a model's tensors come from: a checkpoint (CheckpointReader), or zeros for a stand-in model
+// (io/zero_weights.h).
 class WeightSource {
  public:
   virtual ~WeightSource() = default;

@@ -497,16 +497,20 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   // close(): Promise<void>. The model's memory is freed now rather than whenever the garbage collector finalizes
-  // the object: the session is dropped on the worker after every call already made, the allocator's cached blocks
-  // go back to the device, and later calls are refused. Batches and optimizers keep only their own tensors.
+  // the object: the session is dropped on the worker after every worker call already made, and the allocator's cached
+  // blocks go back to the device; later calls are refused. Posted, so that it runs even after an earlier posted call
+  // failed (the promise then reports that failure). A prepare() still running holds the session until it ends: await
+  // batches before closing. Batches and optimizers keep their own tensors until they are collected.
   Napi::Value Close(const Napi::CallbackInfo& info) {
     std::shared_ptr<ModelSession> s = std::move(session);
-    return runner->run(info.Env(), "close", Value(), [s]() mutable -> JsResult {
-      if (s) {
+    if (s) {
+      runner->post("close", [s]() mutable {
         const at::Device device = s->device();
         s.reset();
         release_cached_memory(device);
-      }
+      });
+    }
+    return runner->run(info.Env(), "close", Value(), []() -> JsResult {
       return [](Napi::Env env) -> Napi::Value { return env.Undefined(); };
     });
   }
@@ -624,8 +628,9 @@ class OptimizerWrap : public Napi::ObjectWrap<OptimizerWrap> {
     Napi::Env env = info.Env();
     if (!info[0].IsObject() || !info[0].As<Napi::Object>().InstanceOf(addon(env).model_class.Value()))
       throw_type_error(env, "Optimizer: model", "a Model", info[0]);
-    model_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
     model_ = ModelWrap::Unwrap(info[0].As<Napi::Object>());
+    model_->live(env);  // a closed model has no adapter to optimize
+    model_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
     state_ = std::make_shared<State>();
     state_->adapter = require_string(info[1], "Optimizer: adapter");
     if (!model_->names.count(state_->adapter))

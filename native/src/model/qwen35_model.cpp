@@ -3,6 +3,7 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/check.h"
 #include "delta_rule/aten.h"
@@ -17,8 +18,13 @@
 
 namespace rlloop {
 
+namespace {
+std::atomic<uint64_t> next_model_id{1};
+}  // namespace
+
 Qwen35Model::Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, const ModelOptions& options)
-    : config_(options.stand_in ? Qwen35Config::load(dir).stand_in() : Qwen35Config::load(dir)),
+    : id_(next_model_id++),
+      config_(options.stand_in ? Qwen35Config::load(dir).stand_in() : Qwen35Config::load(dir)),
       dtype_(dtype),
       device_(device),
       checkpointing_(options.checkpointing),
@@ -180,7 +186,7 @@ std::vector<at::Tensor> Qwen35Model::trainable_tensors(size_t layer, const std::
 }
 
 ForwardOutput Qwen35Model::forward(PreparedBatch& batch, const ForwardOptions& options) {
-  RLLOOP_CHECK(batch.owner == this, Invalid, "the batch was prepared by another model");
+  RLLOOP_CHECK(batch.owner == id_, Invalid, "the batch was prepared by another model");
   if (batch.upload) batch.upload->ready();  // prepared on another thread: its copies may still be in flight
   ForwardOutput out;
   LayerInputs in;

@@ -56,6 +56,7 @@ class Qwen35Model {
  public:
   Qwen35Model(const std::string& dir, at::ScalarType dtype, at::Device device, const ModelOptions& options);
 
+  uint64_t id() const { return id_; }  // unique in the process: the owner of the batches it prepares
   const Qwen35Config& config() const { return config_; }
   at::ScalarType dtype() const { return dtype_; }
   at::Device device() const { return device_; }
@@ -75,6 +76,9 @@ class Qwen35Model {
   VisionCache& vision_cache() { return vision_cache_; }
 
  private:
+  // Binds batches to the model that prepared them: an id, not the model's address, which a model loaded after
+  // this one is closed may reuse.
+  uint64_t id_;
   Qwen35Config config_;
   at::ScalarType dtype_;
   at::Device device_;

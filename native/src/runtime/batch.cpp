@@ -83,7 +83,7 @@ at::Tensor concatenated_pixels(const std::vector<at::Tensor>& pixels, at::Scalar
 }  // namespace
 
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
-                            at::Device device, const void* owner, const VisionCache* cache,
+                            at::Device device, uint64_t owner, const VisionCache* cache,
                             std::optional<c10::Stream> upload_stream) {
   RLLOOP_CHECK(!rows.empty(), Invalid, "prepare: no rows");
   PreparedBatch b;

@@ -26,7 +26,7 @@ struct RowInput {
 };
 
 struct PreparedBatch {
-  const void* owner = nullptr;   // the model it was prepared for (a batch is bound to one model)
+  uint64_t owner = 0;            // the id of the model it was prepared for (a batch is bound to one model)
   int64_t B = 0, L = 0, K = 0;
   std::vector<int64_t> lengths;  // real tokens per row
   at::Tensor input_ids;          // [B, L] int64 (padding id 0)
@@ -50,7 +50,7 @@ struct PreparedBatch {
 // of its own, concurrently with the model's worker. Images whose cache_key is in `cache` need no pixels (theirs are dropped if given).
 // Errors name the row and what is wrong.
 PreparedBatch prepare_batch(const std::vector<RowInput>& rows, const Qwen35Config& config, at::ScalarType dtype,
-                            at::Device device, const void* owner, const VisionCache* cache,
+                            at::Device device, uint64_t owner, const VisionCache* cache,
                             std::optional<c10::Stream> upload_stream);
 
 }  // namespace rlloop

@@ -45,7 +45,7 @@ std::vector<std::string> ModelSession::module_paths() {
 
 std::shared_ptr<PreparedBatch> ModelSession::prepare(const std::vector<RowInput>& rows) {
   return std::make_shared<PreparedBatch>(
-      prepare_batch(rows, model_.config(), model_.dtype(), model_.device(), &model_, &model_.vision_cache(), upload_stream_));
+      prepare_batch(rows, model_.config(), model_.dtype(), model_.device(), model_.id(), &model_.vision_cache(), upload_stream_));
 }
 
 const std::string* ModelSession::checked_adapter(const std::string* adapter) const {

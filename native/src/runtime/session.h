@@ -57,7 +57,7 @@ class ModelSession {
   at::ScalarType dtype() const { return model_.dtype(); }
   std::vector<std::string> module_paths();
   AdapterSet& adapters() { return adapters_; }
-  const void* batch_owner() const { return &model_; }
+  uint64_t batch_owner() const { return model_.id(); }
   VisionCache& vision_cache() { return model_.vision_cache(); }  // batches record the model they were prepared for
 
   std::shared_ptr<PreparedBatch> prepare(const std::vector<RowInput>& rows);
