@@ -3,7 +3,9 @@
 # effect, such as RLLOOP_WARM_UP=off, measured in the same call: machines differ by more than most changes). Each
 # run is a whole `ppo_bench.sh 256 rlloop` process; the line per run gives its wall time (process start to exit),
 # the model's load ("model loaded": loadS, and readyS with the warm-up) and the job's seconds and peak.
-# Usage: bash bench/gpu/ab_env.sh VAR=VALUE ["base set base set"]
+# With EVICT=1 the checkpoint's files are dropped from the page cache before each run (posix_fadvise DONTNEED), so
+# the load reads the disk as a first run on a host would.
+# Usage: [EVICT=1] bash bench/gpu/ab_env.sh VAR=VALUE ["base set base set"]
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 SETTING=$1; ORDER=${2:-"base set base set"}
@@ -16,6 +18,11 @@ i=0
 for which in $ORDER; do
   i=$((i + 1))
   setting=(); [ "$which" = set ] && setting=("$SETTING")
+  if [ "${EVICT:-0}" = 1 ]; then
+    python3 -c 'import os, sys
+for name in os.listdir(sys.argv[1]):
+    fd = os.open(os.path.join(sys.argv[1], name), os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' /tmp/rlloop-9b
+  fi
   began=$(date +%s.%N)
   env "${setting[@]}" OUT=/tmp/ab-env-$i bash bench/gpu/ppo_bench.sh 256 rlloop > /tmp/ab-env-$i.txt 2>&1 || { echo "== $which FAILED"; tail -20 /tmp/ab-env-$i.txt; }
   wall=$(awk "BEGIN { print $(date +%s.%N) - $began }")
