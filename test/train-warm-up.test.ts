@@ -107,8 +107,12 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, job(out));
     await loaded.model.close();
   };
-  /** `out`'s files equal `plain`'s, bit for bit, stats.json but its seconds. */
+  /** The job without a warm-up, run once, when a test first needs it (after the warmed run in the file's order). */
+  let plainRun: Promise<void> | null = null;
+  const plain = () => (plainRun ??= loadModelWithAssets(spec()).then((loaded) => run(loaded, "plain")));
+  /** `out`'s files equal the plain job's, bit for bit, stats.json but its seconds. */
   const expectSameOutputs = async (out: string) => {
+    await plain();
     for (const file of ["adapter_model.safetensors", "optimizer.safetensors", "logp_gaps.json"])
       expect(await readFile(join(work, out, file)), file).toEqual(await readFile(join(work, "plain", file)));
     const stats = async (dir: string) => {
@@ -128,7 +132,6 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     expect(lines.map((l) => l.msg)).toEqual(["warm-up done", "model loaded"]);
     expect(Object.keys(lines[0]!.phasesS as object)).toEqual(["standIn", "batch", "logprobs", "backward", "step"]);
     await run(warmed, "warmed");
-    await run(await loadModelWithAssets(spec()), "plain");
     await expectSameOutputs("warmed");
   });
 
@@ -143,9 +146,29 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     ]);
     expect(lines[0]!.phasesS).toMatchObject({ standIn: expect.any(Number), logprobs: expect.any(Number) });
     await expect((await loads[1]!.model).clearVisionCache()).rejects.toThrow(/closed/);
+    expect(loads).toHaveLength(2); // the real load did not fail: nothing loaded again
     backward.mockRestore();
     await run(loaded, "after-failed-warm-up");
     await expectSameOutputs("after-failed-warm-up");
+  });
+
+  it("a load that runs out of device memory beside the stand-in is made again alone, after the stand-in is closed", async () => {
+    const lines: Line[] = [];
+    loads.length = 0;
+    const load = vi.mocked(Model.load).getMockImplementation()!;
+    vi.mocked(Model.load).mockImplementationOnce((dir, opts) => {
+      void load(dir, opts).then((m) => m.close()); // recorded as the first load; its model is not the one returned
+      return Promise.reject(Object.assign(new Error("Model.load: out of memory: (stand-in beside it)"), { code: "ERR_RLLOOP_OOM" }));
+    });
+    const loaded = await loadModelWithAssets(spec(), { job: job("never"), log: capture(lines) });
+    expect(loads.map((l) => l.opts?.standIn ?? false)).toEqual([false, true, false]);
+    expect(lines.map((l) => l.msg)).toEqual([
+      "warm-up done",
+      "the model's load ran out of device memory beside the warm-up's stand-in; loading it again alone",
+      "model loaded",
+    ]);
+    expect(loaded.model.info.numLayers).toBeGreaterThan(1);
+    await loaded.model.close();
   });
 
   it("a load that fails beside a warm-up reports the load's error once the stand-in is closed", async () => {

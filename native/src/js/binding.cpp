@@ -502,9 +502,9 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   // failed (the promise then reports that failure). A prepare() still running holds the session until it ends: await
   // batches before closing. Batches and optimizers keep their own tensors until they are collected.
   Napi::Value Close(const Napi::CallbackInfo& info) {
-    std::shared_ptr<ModelSession> s = std::move(session);
-    if (s) {
-      runner->post("close", [s]() mutable {
+    if (session) {
+      // moved, not copied: the worker's reset must drop the last reference, on the worker, before the cache is emptied
+      runner->post("close", [s = std::move(session)]() mutable {
         const at::Device device = s->device();
         s.reset();
         release_cached_memory(device);
