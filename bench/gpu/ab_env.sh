@@ -19,6 +19,7 @@ for which in $ORDER; do
   i=$((i + 1))
   setting=(); [ "$which" = set ] && setting=("$SETTING")
   if [ "${EVICT:-0}" = 1 ]; then
+    sync  # (dirty pages, such as a checkpoint just written, are not dropped)
     python3 -c 'import os, sys
 for name in os.listdir(sys.argv[1]):
     fd = os.open(os.path.join(sys.argv[1], name), os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' /tmp/rlloop-9b
