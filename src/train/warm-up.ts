@@ -50,8 +50,8 @@ export function loadStandIn(spec: ModelSpec): Promise<Model> {
  * Runs `job`'s first training batch (collated while the stand-in loads) on the stand-in: log-probs without grad (the
  * frozen pass's kernels), then one training step and one optimizer step, as the job's first steps do; then closes the
  * stand-in. The frozen pass's larger batches, the objective's variants with a separate reference or truncated IS,
- * the adapter's own target modules and the save are not run: their kernels are the same or few. Never fails: a warm-up that breaks is
- * logged and the job runs as it would have without it (it pays its first-use costs itself).
+ * the adapter's own target modules and the save are not run: their kernels are the same or few. Never fails: a
+ * warm-up that breaks is logged and the job runs as it would have without it (it pays its first-use costs itself).
  */
 export async function warmUp(standIn: Promise<Model>, assets: ModelAssets, job: TrainJob, log: Logger): Promise<void> {
   const clock = new PhaseClock();
