@@ -47,12 +47,13 @@ export async function loadModelWithAssets(
   const { Model } = await import("../native.js");
   const withStandIn = warm !== undefined && warmsUp(spec);
   const start = performance.now();
-  const load = () => Model.load(spec.dir, { device: spec.device, dtype: spec.dtype, checkpointing: spec.checkpointing, tf32: spec.tf32, attention: spec.attention });
+  const { dir, ...options } = spec; // a ModelSpec is the folder and Model.load's options
+  const load = () => Model.load(dir, options);
   const loading = load();
   loading.catch(() => undefined); // awaited below; a load that fails meanwhile is not an unhandled rejection
   const standIn = withStandIn ? loadStandIn(spec) : null; // beside it, on a thread of its own
   const { ModelAssets } = await import("./model-assets.js"); // the tokenizers binding: loaded beside the weights too
-  const assets = new ModelAssets(spec.dir);
+  const assets = new ModelAssets(dir);
   const warming = standIn && warmUp(standIn, assets, warm!.job, warm!.log);
   await assets.collator().catch(() => undefined);
   if (!warm) return { model: await loading, assets };

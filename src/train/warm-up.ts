@@ -40,8 +40,8 @@ export function warmsUp(spec: ModelSpec, env: NodeJS.ProcessEnv = process.env): 
 
 /** The stand-in of `spec`'s model (Model.load's `standIn`), issued beside the real load: it needs config.json alone. */
 export function loadStandIn(spec: ModelSpec): Promise<Model> {
-  const { device, dtype, checkpointing, tf32, attention } = spec;
-  const loading = Model.load(spec.dir, { device, dtype, checkpointing, tf32, attention, standIn: true });
+  const { dir, ...options } = spec;
+  const loading = Model.load(dir, { ...options, standIn: true });
   loading.catch(() => undefined); // read by warmUp, which reports a failed load
   return loading;
 }

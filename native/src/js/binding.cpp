@@ -184,7 +184,8 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
  private:
   Napi::Value Info(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    const Qwen35Config& c = live(info.Env())->config();
+    const ModelSession& s = *live(env);
+    const Qwen35Config& c = s.config();
     Napi::Object o = Napi::Object::New(env);
     o.Set("hiddenSize", c.text.hidden_size);
     o.Set("intermediateSize", c.text.intermediate_size);
@@ -209,8 +210,8 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
     } else {
       o.Set("vision", env.Null());
     }
-    o.Set("device", live(env)->device().str());
-    o.Set("dtype", live(env)->dtype() == at::kBFloat16 ? "bfloat16" : "float32");
+    o.Set("device", s.device().str());
+    o.Set("dtype", s.dtype() == at::kBFloat16 ? "bfloat16" : "float32");
     Napi::Array modules = Napi::Array::New(env, module_paths.size());
     for (size_t i = 0; i < module_paths.size(); ++i) modules.Set(static_cast<uint32_t>(i), module_paths[i]);
     o.Set("loraModules", modules);
@@ -481,9 +482,10 @@ class ModelWrap : public Napi::ObjectWrap<ModelWrap> {
   }
 
   Napi::Value VisionCacheStats(const Napi::CallbackInfo& info) {
+    VisionCache& cache = live(info.Env())->vision_cache();
     Napi::Object o = Napi::Object::New(info.Env());
-    o.Set("entries", Napi::Number::New(info.Env(), static_cast<double>(live(info.Env())->vision_cache().entries())));
-    o.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(live(info.Env())->vision_cache().bytes())));
+    o.Set("entries", Napi::Number::New(info.Env(), static_cast<double>(cache.entries())));
+    o.Set("bytes", Napi::Number::New(info.Env(), static_cast<double>(cache.bytes())));
     return o;
   }
 

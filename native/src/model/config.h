@@ -43,7 +43,7 @@ struct Qwen35Config {
   static Qwen35Config parse(const std::string& json_text, const std::string& source);
 
   // The same shapes with one decoder layer of each kind (in the stack's order) and one vision block: a stand-in
-  // model runs every kernel of the real one at its shapes (ModelOptions::stand_in).
+  // model runs the real one's kernels at its shapes (ModelOptions::stand_in).
   Qwen35Config stand_in() const;
 };
 
