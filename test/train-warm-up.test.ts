@@ -5,7 +5,7 @@
 // fixture. What must hold: the stand-in reads nothing but config.json, close() frees a model and refuses later calls,
 // a warm-up changes no value of the job (bit for bit), and a warm-up that fails, or a load that fails beside one,
 // costs the job nothing it would not have cost without it.
-import { copyFile, cp, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -150,6 +150,21 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     backward.mockRestore();
     await run(loaded, "after-failed-warm-up");
     await expectSameOutputs("after-failed-warm-up");
+  });
+
+  it("rows that pass their schema but whose frames cannot be read fail the warm-up, not the load: the job reports them", async () => {
+    const lines: Line[] = [];
+    const rows = (await readFile(join(fx, "ppo.jsonl"), "utf8")).replaceAll(/"image": "[^"]*"/g, `"image": "${join(work, "gone.png")}"`);
+    const data = join(work, "frames-gone.jsonl");
+    await writeFile(data, rows);
+    const broken = { ...job("frames-gone"), data };
+    const loaded = await loadModelWithAssets(spec(), { job: broken, log: capture(lines) });
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, "warm-up failed; the job pays its first-use costs itself"],
+      [30, "model loaded"],
+    ]);
+    await expect(runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, broken)).rejects.toThrow(/gone\.png/);
+    await loaded.model.close();
   });
 
   it("a load that runs out of device memory beside the stand-in is made again alone, after the stand-in is closed", async () => {
