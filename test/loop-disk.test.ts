@@ -5,6 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { RolloutCompleted, subjects, type AdapterPublished, type PpoStats, type StatsEvent } from "../src/contract/index.js";
 import { assembleRound, TRAIN_FILE } from "../src/loop/assemble.js";
@@ -136,6 +137,55 @@ describe("loop - a full work disk", () => {
     setPauseHook(null);
     d.free();
     await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
+  });
+
+  /** A daemon started on the test's small disk, full (or with `room` bytes left): its start() is still pending
+   *  after a few retries — it waits for the disk, it does not fail. */
+  async function startWaitingForTheDisk(room = 0) {
+    const e = (env = await startLoopEnv());
+    const d = (disk = smallDisk(e.workDir, 16));
+    if (room > 0) d.leave(room);
+    else d.fill();
+    daemon = new Daemon({ config: parseConfig(e.config({ log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" }, trainer: { retryMinS: 0.2, retryMaxS: 0.5 } })) });
+    const outcome: { started: boolean; err: unknown } = { started: false, err: null };
+    const started = daemon.start().then(() => (outcome.started = true), (err: unknown) => (outcome.err = err));
+    await sleep(2500); // the retries' backoff: 0.5 s, 1 s, 2 s
+    expect(outcome).toEqual({ started: false, err: null });
+    return { e, d, started, outcome };
+  }
+
+  it("full when the daemon starts: the start waits for space instead of failing, then trains what came meanwhile; nothing rejected", async () => {
+    const { e, d, started, outcome } = await startWaitingForTheDisk();
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("start-full", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    d.free();
+    await started;
+    expect(outcome).toEqual({ started: true, err: null });
+    void daemon!.closed.then((err) => (fatal = err));
+    await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
+  });
+
+  it("room for the lock but not for the start's other files: the start waits the same way, its lock taken once", async () => {
+    const { e, d, started, outcome } = await startWaitingForTheDisk(16 << 10);
+    d.free();
+    await started;
+    expect(outcome).toEqual({ started: true, err: null });
+    void daemon!.closed.then((err) => (fatal = err));
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("start-room", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
+    expect(readdirSync(e.workDir).filter((n) => n.startsWith("daemon.lock"))).toEqual(["daemon.lock"]);
+  });
+
+  it("a stop while the start waits for the disk is a clean stop that leaves no lock behind", async () => {
+    const { e, started, outcome } = await startWaitingForTheDisk();
+    const stopping = daemon!;
+    await stopping.stop();
+    await started;
+    expect(outcome).toEqual({ started: true, err: null }); // start() returns: a stop, not a failure
+    expect(await stopping.closed).toBeNull();
+    expect(readdirSync(e.workDir)).toEqual(["ballast"]);
+    daemon = null;
   });
 
   it("the probe's files, refused by a full disk the first time it runs, are written on its next run once space is back", async () => {

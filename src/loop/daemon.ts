@@ -18,7 +18,7 @@ import { openAdapterBucket, openIdsBucket, openStateBucket } from "./buckets.js"
 import { ConsumedIds } from "./consumed-ids.js";
 import { adapterFolders, syncManifests } from "./continuation.js";
 import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
-import { isStopRequested } from "./errors.js";
+import { isDiskFault, isStopRequested } from "./errors.js";
 import { EventPublisher } from "./events.js";
 import { frameObjectOpener } from "./frame-objects.js";
 import { FrameRoots } from "./frame-roots.js";
@@ -34,6 +34,7 @@ import { Observability } from "./observability.js";
 import { roundDir } from "./paths.js";
 import { Probe } from "./probe.js";
 import { recover } from "./recovery.js";
+import { retrying } from "./retry.js";
 import { ResidentRoundTrainer } from "./resident-trainer.js";
 import { admittedRoundRollouts } from "./round-rollouts.js";
 import { RoundBuffer } from "./rounds.js";
@@ -85,7 +86,6 @@ export class Daemon {
   #triggerTimer: NodeJS.Timeout | null = null;
   #connected = false;
   #opening = false;
-  #closingAfterFailedStart = false;
   #stopRequested = false;
   readonly #stopper = new AbortController();
   readonly #startWaits = new AbortController();
@@ -116,11 +116,11 @@ export class Daemon {
     this.#opening = true;
     let opened: { running: Running; pending: Manifest | null };
     try {
-      opened = await this.#open();
+      opened = await this.#openOnceTheDiskTakesIt();
     } catch (err) {
-      await this.#closeAfterFailedStart();
-      // stopped while it waited for NATS or (a standby) for the lease: a clean stop
-      if (this.#stopRequested && isStopRequested(err)) return this.#resolveClosed(null);
+      await this.#closeOpened();
+      // stopped while it waited for NATS, (a standby) for the lease or for the disk: a clean stop
+      if (this.#stopRequested && (isStopRequested(err) || isDiskFault(err))) return this.#resolveClosed(null);
       this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns, and so does `closed`
       throw err;
     } finally {
@@ -139,13 +139,35 @@ export class Daemon {
     this.log.info({ url: redactUrl(this.natsUrl ?? ""), round: ctx.state.record.round, pending: pending?.round ?? null, metricsPort: this.metricsPort }, "daemon started");
   }
 
+  /**
+   * #open, done again for as long as the work directory's disk refuses it (full, over quota, read-only, failing:
+   * errors.ts isDiskFault). That is the host's fault, and it must not end a daemon at its start any more than it
+   * ends a running one: the rollouts wait in the stream meanwhile. What a failed attempt opened is closed again but
+   * the trainer (a resident one keeps its model loaded); each attempt is logged with the disk's error, then the
+   * next comes after a backoff (0.5 s doubling to 15 s); a stop ends the wait.
+   */
+  #openOnceTheDiskTakesIt(): Promise<{ running: Running; pending: Manifest | null }> {
+    const attempt = async () => {
+      try {
+        return await this.#open();
+      } catch (err) {
+        if (isDiskFault(err)) await this.#closeOpened({ keepTrainer: true });
+        throw err;
+      }
+    };
+    return retrying(attempt, {
+      what: "start (the work directory's disk refuses a write)", log: this.log, stop: this.#startWaits.signal,
+      fatal: (err) => !isDiskFault(err),
+    });
+  }
+
   /** Everything start() does before intake, checks first. */
   async #open(): Promise<{ running: Running; pending: Manifest | null }> {
     const config = this.config;
     this.#lock = await lockWorkDir(config.workDir);
     const frameRoots = (this.#frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000, () => this.#frameRootsHealth()));
     await checkConfiguredFiles(config, frameRoots, this.log);
-    await this.#trainer.start();
+    if (!this.#trainerReady) await this.#trainer.start();
     this.#trainerReady = true;
     const url = await this.#natsUrl();
     const nats = await connectNats(config.nats, url, { log: this.log, signal: this.#startWaits.signal });
@@ -172,7 +194,7 @@ export class Daemon {
     const state = stored ? { ...stored, record: await adapterFolders(adapters, stored.record, config.workDir, this.log) } : await initialState(config);
     await checkStateAdapters(state.record);
     const probe = new Probe(this.#trainer, config);
-    if (config.trainer.probeAtStart) await probeAtStart(probe, state.record, this.log);
+    if (config.trainer.probeAtStart) await probeAtStart(probe, state.record, config.workDir, this.log);
     const consumedIds = ConsumedIds.of(await openIdsBucket(nats.nc, config.intake.duplicateWindowS, buckets), config.policy.name);
     const recovered = await recover(config.workDir, state.record, config.intake.dedupRounds, this.log);
     const ctx = this.#context(nats, state, recovered.applied, consumedIds);
@@ -274,18 +296,34 @@ export class Daemon {
     return this.#ownServer.url;
   }
 
-  /** What start() opened before it failed, closed in reverse order; a failure here must not hide the first one. */
-  async #closeAfterFailedStart(): Promise<void> {
-    this.#closingAfterFailedStart = true; // the connection closing now is ours, not a fault to report
+  /**
+   * What start() opened before it failed, closed in reverse order and forgotten (an attempt after a disk fault opens
+   * it anew); a failure here must not hide the first one. The trainer too, unless another attempt follows.
+   */
+  async #closeOpened({ keepTrainer = false } = {}): Promise<void> {
+    const nats = this.#nats;
+    this.#nats = null; // its connection closing now is ours, not a fault to report (#onConnectionClosed)
+    this.#connected = false;
     await this.#observability?.stop();
     this.#ctx?.held.release();
     this.#frameRoots?.close();
-    await this.#trainer.close().catch(() => {});
+    if (!keepTrainer) {
+      await this.#trainer.close().catch(() => {});
+      this.#trainerReady = false;
+    }
     await this.#ctx?.events.close();
     await this.#lease?.release().catch(() => {});
-    await this.#nats?.nc.close().catch(() => {});
+    await nats?.nc.close().catch(() => {});
     await this.#ownServer?.stop().catch(() => {});
     await this.#lock?.release().catch(() => {});
+    this.#observability = null;
+    this.#ctx = null;
+    this.#scheduler = null;
+    this.#frameRoots = null;
+    this.#lease = null;
+    this.#ownServer = null;
+    this.#lock = null;
+    this.natsUrl = null;
   }
 
   #context(nats: Nats, state: VersionedState, applied: LoopContext["applied"], consumedIds: ConsumedIds): LoopContext {
@@ -343,8 +381,9 @@ export class Daemon {
   }
 
   async #watchConnection(nats: Nats) {
-    void nats.nc.closed().then((err) => this.#onConnectionClosed(err));
+    void nats.nc.closed().then((err) => this.#onConnectionClosed(nats, err));
     for await (const status of nats.nc.status()) {
+      if (nats !== this.#nats) break; // closed by #closeOpened after a failed start attempt
       if (status.type === "disconnect") this.#connected = false;
       if (status.type === "reconnect") {
         this.#connected = true;
@@ -360,9 +399,10 @@ export class Daemon {
    * that looks healthy would hide that. It stops with the reason; the rollouts it held are redelivered elsewhere.
    * Closes of its own (a failed start, a stop) are not faults.
    */
-  #onConnectionClosed(err: Error | void) {
+  #onConnectionClosed(nats: Nats, err: Error | void) {
+    if (nats !== this.#nats) return; // a connection of a start attempt that failed, closed by #closeOpened
     this.#connected = false;
-    if (!this.#ctx || this.#ctx.stopping || this.#closingAfterFailedStart) return;
+    if (!this.#ctx || this.#ctx.stopping) return;
     const reason = err ? err.message : "closed by the client library";
     this.#onFatal(new Error(`the NATS connection closed and will not reconnect: ${reason}`, { cause: err }), "NATS connection lost for good");
   }

@@ -84,8 +84,15 @@ export function isTransient(err: unknown): boolean {
  *  a process out of its own descriptors is better restarted by its supervisor than left waiting. */
 const DISK_ERRNO = new Set(["ENOSPC", "EDQUOT", "EIO", "EROFS", "ENFILE"]);
 
+/** The work directory's disk has no room for what a step must write, found before the write (disk-room.ts): the
+ *  host's fault, as the write's ENOSPC would be. */
+export class NoDiskRoomError extends Error {
+  override name = "NoDiskRoomError";
+}
+
 /** A failure of the disk under the work directory, not of the round: the round waits for it (round-runner.ts). */
 export function isDiskFault(err: unknown): boolean {
+  if (err instanceof NoDiskRoomError) return true;
   const code = (err as NodeJS.ErrnoException | null)?.code;
   return typeof code === "string" && DISK_ERRNO.has(code);
 }

@@ -8,7 +8,8 @@ import { sha256File } from "../files.js";
 import { checkAdapterDir } from "../train/job-inputs.js";
 import type { Config } from "./config/index.js";
 import type { Nats } from "./connection.js";
-import { ConfigError, HostFaultError } from "./errors.js";
+import { diskRoom, trainingOutputBytes } from "./disk-room.js";
+import { ConfigError, HostFaultError, NoDiskRoomError } from "./errors.js";
 import type { FrameRoots } from "./frame-roots.js";
 import type { Probe } from "./probe.js";
 import type { StateRecord, VersionedState } from "./state.js";
@@ -49,9 +50,12 @@ export async function checkStateAdapters(record: StateRecord): Promise<void> {
 }
 
 /** The trainer trains one small job from the adapters the next round continues (trainer.probeAtStart). */
-export async function probeAtStart(probe: Probe, record: StateRecord, log: Logger): Promise<void> {
+export async function probeAtStart(probe: Probe, record: StateRecord, workDir: string, log: Logger): Promise<void> {
   const result = await probe.run(record.adapter.path, record.reference.path);
   if (!result.ok) {
+    // a probe whose output did not fit is the disk's fault, not the trainer's: the start waits for room (daemon.ts)
+    const room = await diskRoom(workDir, await trainingOutputBytes(record.adapter.path));
+    if (room !== null) throw new NoDiskRoomError(`the probe job failed, and ${room} (${result.error})`);
     throw new ConfigError(`the trainer cannot train the probe job (${probe.dir}; trainer.probeAtStart): ${result.error}`);
   }
   log.info("probe job trained: the trainer works");

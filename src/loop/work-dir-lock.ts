@@ -30,10 +30,7 @@ export async function lockWorkDir(workDir: string): Promise<WorkDirLock> {
   const me: Holder = { pid: process.pid, start: processStart(process.pid), host: hostname(), since: new Date().toISOString() };
   for (let tries = 0; tries < 2; tries++) {
     try {
-      const handle = await open(file, "wx");
-      await handle.writeFile(JSON.stringify(me));
-      await handle.sync();
-      await handle.close();
+      await writeHolder(file, me);
       return { file, release: () => rm(file, { force: true }) };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
@@ -47,6 +44,21 @@ export async function lockWorkDir(workDir: string): Promise<WorkDirLock> {
     await rm(file, { force: true }); // stale: its holder is gone
   }
   throw new WorkDirLockedError(`work dir ${workDir}: could not take ${file} (another daemon is starting on it?)`);
+}
+
+/** Creates the lock file naming `me`; one it could not finish (a full disk refuses the write) is removed again, so a
+ *  later start does not have to judge a half-written lock, and its descriptor is closed whatever happened. */
+async function writeHolder(file: string, me: Holder): Promise<void> {
+  const handle = await open(file, "wx");
+  try {
+    await handle.writeFile(JSON.stringify(me));
+    await handle.sync();
+  } catch (err) {
+    await rm(file, { force: true }).catch(() => {});
+    throw err;
+  } finally {
+    await handle.close().catch(() => {});
+  }
 }
 
 async function readHolder(file: string): Promise<Holder | null> {
