@@ -27,7 +27,7 @@ import type { Readiness } from "./http-server.js";
 import { Intake } from "./intake.js";
 import { IntakePump } from "./intake-pump.js";
 import { Lease } from "./lease.js";
-import { readManifest, type Manifest } from "./manifest.js";
+import type { Manifest } from "./manifest.js";
 import { Metrics } from "./metrics.js";
 import { startOwnServer, type OwnServer } from "./nats-server.js";
 import { Observability } from "./observability.js";
@@ -45,7 +45,7 @@ import { checkConfiguredFiles, checkPayloadLimits, checkStateAdapters, initialSt
 import { StateStore, type StateRecord, type VersionedState } from "./state.js";
 import { statsEvent } from "./stats.js";
 import { verdictOf } from "./guard.js";
-import { readTrainerOutput, type RoundTrainer } from "./trainer.js";
+import type { RoundTrainer } from "./trainer.js";
 import { lockWorkDir, type WorkDirLock } from "./work-dir-lock.js";
 
 export interface DaemonOptions {
@@ -361,15 +361,10 @@ export class Daemon {
     if (!republish && !record.rollback) return null;
     return async () => {
       if (record.rollback) await runner.announce(record);
-      if (republish) await this.#republish(runner, record);
+      if (republish) await runner.republish(record);
     };
   }
 
-  async #republish(runner: RoundRunner, record: StateRecord) {
-    const stats = await readTrainerOutput(record.adapter.path).catch(async () => (await readManifest(roundDir(this.config.workDir, record.policy, record.round)))?.stats ?? null);
-    if (stats === null) throw new Error(`round ${record.round}: committed as published, but neither its adapter nor its manifest has its statistics`);
-    await runner.publish(record.round, record.adapter.path, stats);
-  }
 
   // -------------------------------------------------------------------------------------------------------------
   // faults

@@ -17,6 +17,7 @@ import { sha256, sha256File, writeFileAtomic } from "../files.js";
 import { PhaseClock } from "../phase-clock.js";
 import { assembleRound, TRAIN_FILE, trainJsonl, type RoundRollout } from "./assemble.js";
 import { Backoff } from "./backoff.js";
+import { committedStats } from "./committed-stats.js";
 import { configHash } from "./config/index.js";
 import { degradedCause, setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { dropOptimizer, storeContinuation, storeManifest } from "./continuation.js";
@@ -693,6 +694,16 @@ export class RoundRunner {
   }
 
   /** Idempotent: publishes round's adapter unless the adapters subject already announces it (or a later one). */
+  /** A round committed as published whose announcement a kill cut short (daemon.ts): its statistics read — again
+   *  while the disk fails their read, degraded after a few tries — then published. */
+  async republish(record: StateRecord): Promise<void> {
+    const { ctx } = this;
+    const stats = await retrying(() => committedStats(record, ctx.config.workDir), {
+      what: `statistics of round ${record.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => !isDiskFault(err),
+    });
+    await this.publish(record.round, record.adapter.path, stats);
+  }
+
   async publish(round: number, adapterDir: string, stats: PpoStats): Promise<void> {
     const { ctx } = this;
     setPhase(ctx, "publishing");

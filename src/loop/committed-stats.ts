@@ -1,0 +1,23 @@
+// The statistics of a round committed as published, for its announcement when a kill cut it short (the next start
+// publishes it: daemon.ts): the adapter's stats.json, else the round's manifest. A read the disk fails (EIO, a full
+// disk's stale handle) is the host's fault: it throws that error, so the caller retries it rather than ending.
+import type { PpoStats } from "../contract/index.js";
+import { isDiskFault } from "./errors.js";
+import { readManifest } from "./manifest.js";
+import { roundDir } from "./paths.js";
+import type { StateRecord } from "./state.js";
+import { readTrainerOutput } from "./trainer.js";
+
+export async function committedStats(record: StateRecord, workDir: string): Promise<PpoStats> {
+  let fromAdapter: unknown;
+  try {
+    return await readTrainerOutput(record.adapter.path);
+  } catch (err) {
+    fromAdapter = err;
+  }
+  const manifest = await readManifest(roundDir(workDir, record.policy, record.round));
+  if (manifest?.stats) return manifest.stats;
+  const cause = (fromAdapter as Error).cause;
+  if (isDiskFault(cause)) throw cause; // the adapter is there but the disk failed its read: read again later
+  throw new Error(`round ${record.round}: committed as published, but neither its adapter nor its manifest has its statistics`, { cause: fromAdapter });
+}
