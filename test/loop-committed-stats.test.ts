@@ -47,6 +47,13 @@ describe("loop - a committed round's statistics, read again at the next start", 
     reads.adapter = [noStats(Object.assign(new Error("ENOENT"), { code: "ENOENT" }))];
     reads.manifest = [eio()];
     expect(isDiskFault(await committedStats(record, "/work").catch((err: unknown) => err))).toBe(true);
+    // the errno error raw (a weights file's read), or two causes down (a TrainerError around an AdapterFileError)
+    reads.adapter = [eio()];
+    reads.manifest = [{ stats: null }];
+    expect(isDiskFault(await committedStats(record, "/work").catch((err: unknown) => err))).toBe(true);
+    reads.adapter = [noStats(new Error("adapter_model.safetensors cannot be read", { cause: eio() }))];
+    expect(isDiskFault(await committedStats(record, "/work").catch((err: unknown) => err))).toBe(true);
+    reads.adapter = [noStats(Object.assign(new Error("ENOENT"), { code: "ENOENT" }))];
     reads.manifest = [null];
     const missing = await committedStats(record, "/work").catch((err: unknown) => err);
     expect(isDiskFault(missing)).toBe(false);

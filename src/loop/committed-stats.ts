@@ -17,7 +17,15 @@ export async function committedStats(record: StateRecord, workDir: string): Prom
   }
   const manifest = await readManifest(roundDir(workDir, record.policy, record.round));
   if (manifest?.stats) return manifest.stats;
-  const cause = (fromAdapter as Error).cause;
-  if (isDiskFault(cause)) throw cause; // the adapter is there but the disk failed its read: read again later
+  const diskFault = causes(fromAdapter).find(isDiskFault);
+  if (diskFault !== undefined) throw diskFault; // the adapter is there but the disk failed its read: read again later
   throw new Error(`round ${record.round}: committed as published, but neither its adapter nor its manifest has its statistics`, { cause: fromAdapter });
+}
+
+/** An error and its causes, outermost first (a read's errno error may sit under a TrainerError and an
+ *  AdapterFileError). */
+function causes(err: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let cur = err; cur !== undefined && cur !== null && chain.length < 8; cur = (cur as { cause?: unknown }).cause) chain.push(cur);
+  return chain;
 }

@@ -120,7 +120,7 @@ export class Daemon {
     } catch (err) {
       await this.#closeOpened();
       // stopped while it waited for NATS, (a standby) for the lease or for the disk: a clean stop
-      if (this.#stopRequested && (isStopRequested(err) || isDiskFault(err))) return this.#resolveClosed(null);
+      if (this.#stopRequested && (isStopRequested(err) || isDiskFault(err))) return this.#resolveClosed(this.#fatal);
       this.#resolveClosed(err as Error); // a stop() waiting on a start that failed returns, and so does `closed`
       throw err;
     } finally {
@@ -165,7 +165,9 @@ export class Daemon {
   async #open(): Promise<{ running: Running; pending: Manifest | null }> {
     const config = this.config;
     this.#lock = await lockWorkDir(config.workDir);
-    const frameRoots = (this.#frameRoots = new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000, () => this.#frameRootsHealth()));
+    // one for the daemon's life, kept across start attempts as the trainer is: it knows which roots hang, and a new
+    // one would strand another thread pool slot in a hung root at each attempt
+    const frameRoots = (this.#frameRoots ??= new FrameRoots(config.frames.roots, config.frames.rootTimeoutS * 1000, () => this.#frameRootsHealth()));
     await checkConfiguredFiles(config, frameRoots, this.log);
     if (!this.#trainerReady) await this.#trainer.start();
     this.#trainerReady = true;
@@ -298,7 +300,8 @@ export class Daemon {
 
   /**
    * What start() opened before it failed, closed in reverse order and forgotten (an attempt after a disk fault opens
-   * it anew); a failure here must not hide the first one. The trainer too, unless another attempt follows.
+   * it anew); a failure here must not hide the first one. The trainer and the frames roots too, unless another
+   * attempt follows.
    */
   async #closeOpened({ keepTrainer = false } = {}): Promise<void> {
     const nats = this.#nats;
@@ -306,8 +309,8 @@ export class Daemon {
     this.#connected = false;
     await this.#observability?.stop();
     this.#ctx?.held.release();
-    this.#frameRoots?.close();
     if (!keepTrainer) {
+      this.#frameRoots?.close();
       await this.#trainer.close().catch(() => {});
       this.#trainerReady = false;
     }
@@ -319,7 +322,6 @@ export class Daemon {
     this.#observability = null;
     this.#ctx = null;
     this.#scheduler = null;
-    this.#frameRoots = null;
     this.#lease = null;
     this.#ownServer = null;
     this.#lock = null;

@@ -31,7 +31,12 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
   }
   const server = await spawnNatsServer({ bin: config.nats.serverBin ?? natsServerBinary(), host: config.nats.serverHost, port: config.nats.serverPort, store: join(dir, "store") });
   const pid = server.child.pid as number;
-  await writeFileAtomic(infoFile, JSON.stringify({ pid, port: server.port, host: server.host }));
+  try {
+    await writeFileAtomic(infoFile, JSON.stringify({ pid, port: server.port, host: server.host }));
+  } catch (err) {
+    server.child.kill("SIGKILL"); // unnamed on the disk, no later start could adopt or stop it
+    throw err;
+  }
   log.info({ pid, port: server.port }, "started own nats-server");
   return { url: server.url, stop: () => stopPid(pid, infoFile) };
 }

@@ -693,7 +693,6 @@ export class RoundRunner {
     if (verdict.outcome === "rejected") await ctx.events.round({ type: "round.rejected", round, reason: verdict.reason ?? "", ...(verdict.stats ? { stats: verdict.stats } : {}) });
   }
 
-  /** Idempotent: publishes round's adapter unless the adapters subject already announces it (or a later one). */
   /** A round committed as published whose announcement a kill cut short (daemon.ts): its statistics read — again
    *  while the disk fails their read, degraded after a few tries — then published. */
   async republish(record: StateRecord): Promise<void> {
@@ -704,6 +703,7 @@ export class RoundRunner {
     await this.publish(record.round, record.adapter.path, stats);
   }
 
+  /** Idempotent: publishes round's adapter unless the adapters subject already announces it (or a later one). */
   async publish(round: number, adapterDir: string, stats: PpoStats): Promise<void> {
     const { ctx } = this;
     setPhase(ctx, "publishing");

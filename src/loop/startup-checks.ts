@@ -51,11 +51,15 @@ export async function checkStateAdapters(record: StateRecord): Promise<void> {
 
 /** The trainer trains one small job from the adapters the next round continues (trainer.probeAtStart). */
 export async function probeAtStart(probe: Probe, record: StateRecord, workDir: string, log: Logger): Promise<void> {
+  // a probe whose output cannot fit would fail for the disk, not the trainer: the start waits for room instead
+  // (daemon.ts), and does not train a probe on each attempt meanwhile
+  const bytes = await trainingOutputBytes(record.adapter.path);
+  const before = await diskRoom(workDir, bytes);
+  if (before !== null) throw new NoDiskRoomError(`the start's probe job cannot run: ${before}`);
   const result = await probe.run(record.adapter.path, record.reference.path);
   if (!result.ok) {
-    // a probe whose output did not fit is the disk's fault, not the trainer's: the start waits for room (daemon.ts)
-    const room = await diskRoom(workDir, await trainingOutputBytes(record.adapter.path));
-    if (room !== null) throw new NoDiskRoomError(`the probe job failed, and ${room} (${result.error})`);
+    const after = await diskRoom(workDir, bytes); // the disk filled while it ran
+    if (after !== null) throw new NoDiskRoomError(`the start's probe job failed, and ${after} (${result.error})`);
     throw new ConfigError(`the trainer cannot train the probe job (${probe.dir}; trainer.probeAtStart): ${result.error}`);
   }
   log.info("probe job trained: the trainer works");

@@ -6,7 +6,7 @@
 // Known limit: two daemons that find the same stale lock at the same instant can both take it; the state record's
 // compare-and-set still refuses the second writer.
 import { readFileSync } from "node:fs";
-import { mkdir, open, readFile, rm } from "node:fs/promises";
+import { mkdir, open, readFile, rm, stat } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { WorkDirLockedError } from "./errors.js";
@@ -54,7 +54,9 @@ async function writeHolder(file: string, me: Holder): Promise<void> {
     await handle.writeFile(JSON.stringify(me));
     await handle.sync();
   } catch (err) {
-    await rm(file, { force: true }).catch(() => {});
+    // ours only: another daemon that judged the half-written file stale may have made its own there meanwhile
+    const [mine, there] = await Promise.all([handle.stat(), stat(file)]).catch(() => [null, null]);
+    if (mine !== null && there !== null && mine.ino === there.ino) await rm(file, { force: true }).catch(() => {});
     throw err;
   } finally {
     await handle.close().catch(() => {});
