@@ -4,7 +4,8 @@
 // far from their adapter's (logp_mismatch), and poison rollouts the trainer crashes or diverges on), starts the daemon, and does one of: SIGKILL the daemon after a random delay, SIGKILL the
 // trainer processes in the middle of a job (a rank killed from outside), break the trainer for a while (every job
 // fails, the probe too) and repair it, or let the cycle run; with --full-disk the work dir is a real 64 MiB tmpfs
-// (mounted by the bench: root) and a cycle may also fill it to ENOSPC for a while and free it. At the end a last
+// (mounted by the bench: root) and a cycle may also fill it to ENOSPC for a while and free it, while the daemon runs
+// or before it starts (its start waits for the disk). At the end a last
 // daemon drains everything.
 // The invariant checked: every good rollout in exactly one committed round, every bad one in exactly one rejection
 // with its expected reason, no adapter announced twice, no daemon that ended on its own (every end is the bench's
@@ -132,7 +133,7 @@ async function main() {
     adapter: { initial }, trainer, gate, round: { rows: 8, maxWaitS: 1, minRows: 1 }, offPolicy: { maxStaleness: 1000 }, log: { level: "info" },
   });
   const expected: Expect[] = [];
-  const tally = { daemonKills: 0, trainerKills: 0, trainerBroken: 0, diskFull: 0, quiet: 0, selfExits: 0 };
+  const tally = { daemonKills: 0, trainerKills: 0, trainerBroken: 0, diskFull: 0, diskFullAtStart: 0, quiet: 0, selfExits: 0 };
   /** Signals the daemon; one that already ended did so on its own (counted, its last lines shown). */
   const signal = (daemon: DaemonProcess, sig: NodeJS.Signals) => {
     if (daemon.child.exitCode === null && daemon.child.signalCode === null) return void daemon.child.kill(sig);
@@ -142,10 +143,16 @@ async function main() {
   const started = Date.now();
   for (let cycle = 0; cycle < CYCLES; cycle++) {
     await batch(env, cycle, expected);
-    const daemon: DaemonProcess = spawnDaemon(file);
-    await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started");
     const actions = REAL ? ["daemon", "trainer", "quiet"] as const : ["daemon", "daemon", "trainer", "broken", "quiet"] as const;
-    const action = pick(disk ? [...actions, "full"] as const : actions);
+    const action = pick(disk ? [...actions, "full", "full at start"] as const : actions);
+    if (action === "full at start" && disk) disk.fill(); // the daemon (re)starts on a full disk: its start waits
+    const daemon: DaemonProcess = spawnDaemon(file);
+    if (action === "full at start" && disk) {
+      await sleep(1500 + random() * 2000);
+      disk.free();
+      tally.diskFullAtStart++;
+    }
+    await daemon.waitForLog("daemon started", (l) => l.msg === "daemon started");
     if (action === "daemon") {
       await sleep(200 + random() * 2500);
       signal(daemon, "SIGKILL");
@@ -180,6 +187,9 @@ async function main() {
       disk.free();
       tally.diskFull++;
       await sleep(1000);
+      signal(daemon, "SIGTERM");
+    } else if (action === "full at start") {
+      await sleep(2000);
       signal(daemon, "SIGTERM");
     } else {
       await sleep(2000);
