@@ -3,7 +3,7 @@
 // nothing, and once space is back trains every rollout exactly once; a stop while it waits is a clean stop
 // (docs/daemon.md "Faults"). Needs root to mount.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
@@ -175,6 +175,18 @@ describe("loop - a full work disk", () => {
     await publishRollouts(e.js, rollouts);
     await expectAllTrained(e, rollouts.map((r) => r.id), [1]);
     expect(readdirSync(e.workDir).filter((n) => n.startsWith("daemon.lock"))).toEqual(["daemon.lock"]);
+  });
+
+  it("a fault not the disk's after a wait for it still ends the start at once, with its reason and nothing left held", async () => {
+    const { e, d, started, outcome } = await startWaitingForTheDisk();
+    rmSync(e.initialAdapter, { recursive: true }); // the configuration's adapter gone: the next attempt's check fails
+    d.free();
+    await started;
+    expect(outcome.started).toBe(false);
+    expect((outcome.err as Error).name).toBe("ConfigError");
+    expect((outcome.err as Error).message).toMatch(/adapter/);
+    expect(readdirSync(e.workDir).filter((n) => n.startsWith("daemon.lock"))).toEqual([]); // the lock let go
+    daemon = null;
   });
 
   it("a stop while the start waits for the disk is a clean stop that leaves no lock behind", async () => {
