@@ -143,8 +143,8 @@ export class Daemon {
    * #open, done again for as long as the work directory's disk refuses it (full, over quota, read-only, failing:
    * errors.ts isDiskFault). That is the host's fault, and it must not end a daemon at its start any more than it
    * ends a running one: the rollouts wait in the stream meanwhile. What a failed attempt opened is closed again but
-   * the trainer (a resident one keeps its model loaded); each attempt is logged with the disk's error, then the
-   * next comes after a backoff (0.5 s doubling to 15 s); a stop ends the wait.
+   * the trainer (a resident one keeps its model loaded) and the frames roots; each attempt is logged with the disk's
+   * error, then the next comes after a backoff (0.5 s doubling to 15 s); a stop ends the wait.
    */
   #openOnceTheDiskTakesIt(): Promise<{ running: Running; pending: Manifest | null }> {
     const attempt = async () => {
