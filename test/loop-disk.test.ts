@@ -3,7 +3,7 @@
 // nothing, and once space is back trains every rollout exactly once; a stop while it waits is a clean stop
 // (docs/daemon.md "Faults"). Needs root to mount.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
@@ -186,6 +186,27 @@ describe("loop - a full work disk", () => {
     expect((outcome.err as Error).name).toBe("ConfigError");
     expect((outcome.err as Error).message).toMatch(/adapter/);
     expect(readdirSync(e.workDir).filter((n) => n.startsWith("daemon.lock"))).toEqual([]); // the lock let go
+    daemon = null;
+  });
+
+  it("its own nats-server (nats.url null) on a full disk: the start waits, then starts the server and the daemon", async () => {
+    const e = (env = await startLoopEnv());
+    const d = (disk = smallDisk(e.workDir, 16));
+    d.fill();
+    daemon = new Daemon({ config: parseConfig(e.config({ nats: { url: null }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
+    const outcome: { started: boolean; err: unknown } = { started: false, err: null };
+    const started = daemon.start().then(() => (outcome.started = true), (err: unknown) => (outcome.err = err));
+    await sleep(2500);
+    expect(outcome).toEqual({ started: false, err: null });
+    expect(existsSync(join(e.workDir, "nats", "server.json"))).toBe(false); // no server spawned meanwhile
+    d.free();
+    await started;
+    expect(outcome).toEqual({ started: true, err: null });
+    expect(daemon.natsUrl).toMatch(/^nats:\/\//);
+    const info = JSON.parse(readFileSync(join(e.workDir, "nats", "server.json"), "utf8")) as { pid: number };
+    await daemon.stop();
+    expect(await daemon.closed).toBeNull();
+    expect(() => process.kill(info.pid, 0)).toThrow(); // stopped with the daemon
     daemon = null;
   });
 

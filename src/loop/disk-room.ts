@@ -20,16 +20,16 @@ export async function trainingOutputBytes(parent: string | null): Promise<number
 }
 
 /**
- * null when the file system of `dir` has `bytes` free and takes a write; else what is wrong. The free space is what
+ * null when the file system of `dir` has `bytes` free (for `what`) and takes a write; else what is wrong. The free space is what
  * statfs gives unprivileged users (a daemon running as root could use the blocks reserved for root too: counted as
  * full, on purpose); a file system that reports no blocks at all (a FUSE one without statfs) is judged by the write.
  */
-export async function diskRoom(dir: string, bytes: number): Promise<string | null> {
+export async function diskRoom(dir: string, bytes: number, what = "a training's output"): Promise<string | null> {
   const check = join(dir, ".disk-room");
   try {
     const fs = await statfs(dir);
     const free = fs.bavail * fs.bsize;
-    if (fs.blocks > 0 && free < bytes) return `the work directory's disk has ${mib(free)} MiB free; a training's output needs up to ${mib(bytes)} MiB`;
+    if (fs.blocks > 0 && free < bytes) return `the work directory's disk has ${mib(free)} MiB free; ${what} needs up to ${mib(bytes)} MiB`;
     await writeFileAtomic(check, "x"); // read-only, over quota, failing: statfs does not say
     return null;
   } catch (err) {

@@ -11,7 +11,13 @@ import type { Config } from "./config/index.js";
 import { writeFileAtomic } from "../files.js";
 import { spawnNatsServer } from "./nats-server-process.js";
 import { natsDir } from "./paths.js";
+import { diskRoom } from "./disk-room.js";
+import { NoDiskRoomError } from "./errors.js";
 import { natsServerBinary } from "../setup-env.js";
+
+/** Free space a server needs to start (its ports file, server.json, JetStream's first files); what it then stores is
+ *  the server's to handle. */
+const SERVER_START_BYTES = 1 << 20;
 
 export interface OwnServer {
   url: string;
@@ -29,6 +35,10 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
     log.info({ pid: adopted.pid, port: adopted.port }, "adopting the nats-server left by a previous daemon");
     return { url: `nats://${adopted.host}:${adopted.port}`, stop: () => stopPid(adopted.pid, infoFile) };
   }
+  // a server spawned on a disk that cannot take its ports file waits out its start-up timeout and fails with no errno
+  // to tell the disk's fault: asked first, so that the daemon's start waits for the disk (daemon.ts) instead
+  const room = await diskRoom(dir, SERVER_START_BYTES, "starting the server");
+  if (room !== null) throw new NoDiskRoomError(`the daemon's own nats-server cannot start: ${room}`);
   const server = await spawnNatsServer({ bin: config.nats.serverBin ?? natsServerBinary(), host: config.nats.serverHost, port: config.nats.serverPort, store: join(dir, "store") });
   const pid = server.child.pid as number;
   try {
