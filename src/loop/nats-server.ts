@@ -35,11 +35,16 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
     log.info({ pid: adopted.pid, port: adopted.port }, "adopting the nats-server left by a previous daemon");
     return { url: `nats://${adopted.host}:${adopted.port}`, stop: () => stopPid(adopted.pid, infoFile) };
   }
-  // a server spawned on a disk that cannot take its ports file waits out its start-up timeout and fails with no errno
-  // to tell the disk's fault: asked first, so that the daemon's start waits for the disk (daemon.ts) instead
+  // a server started on a disk without room fails with no errno to tell the disk's fault (its ports file not written,
+  // or JetStream's buckets refused): the disk is asked first, and again should the server fail, so that the daemon's
+  // start waits for the disk (daemon.ts) instead of ending
   const room = await diskRoom(dir, SERVER_START_BYTES, "starting the server");
   if (room !== null) throw new NoDiskRoomError(`the daemon's own nats-server cannot start: ${room}`);
-  const server = await spawnNatsServer({ bin: config.nats.serverBin ?? natsServerBinary(), host: config.nats.serverHost, port: config.nats.serverPort, store: join(dir, "store") });
+  const server = await spawnNatsServer({ bin: config.nats.serverBin ?? natsServerBinary(), host: config.nats.serverHost, port: config.nats.serverPort, store: join(dir, "store") })
+    .catch(async (err: unknown) => {
+      const now = await diskRoom(dir, SERVER_START_BYTES, "starting the server").catch(() => null);
+      throw now === null ? err : new NoDiskRoomError(`the daemon's own nats-server cannot start: ${now}`, { cause: err });
+    });
   const pid = server.child.pid as number;
   try {
     await writeFileAtomic(infoFile, JSON.stringify({ pid, port: server.port, host: server.host }));
@@ -76,6 +81,11 @@ async function stopPid(pid: number, infoFile: string): Promise<void> {
     // already gone
   }
   for (let i = 0; i < 100 && alive(pid); i++) await sleep(100);
+  if (alive(pid)) {
+    // one that will not stop (a store on a failing disk) must not hold the store while a next start spawns another
+    process.kill(pid, "SIGKILL");
+    for (let i = 0; i < 50 && alive(pid); i++) await sleep(100);
+  }
   await rm(infoFile, { force: true });
 }
 
