@@ -141,12 +141,12 @@ describe("loop - a full work disk", () => {
 
   /** A daemon started on the test's small disk, full (or with `room` bytes left): its start() is still pending
    *  after a few retries — it waits for the disk, it does not fail. */
-  async function startWaitingForTheDisk(room = 0) {
+  async function startWaitingForTheDisk(room = 0, overrides: ConfigInput = {}) {
     const e = (env = await startLoopEnv());
     const d = (disk = smallDisk(e.workDir, 16));
     if (room > 0) d.leave(room);
     else d.fill();
-    daemon = new Daemon({ config: parseConfig(e.config({ log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" }, trainer: { retryMinS: 0.2, retryMaxS: 0.5 } })) });
+    daemon = new Daemon({ config: parseConfig(e.config({ log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" }, trainer: { retryMinS: 0.2, retryMaxS: 0.5 }, ...overrides })) });
     const outcome: { started: boolean; err: unknown } = { started: false, err: null };
     const started = daemon.start().then(() => (outcome.started = true), (err: unknown) => (outcome.err = err));
     await sleep(2500); // the retries' backoff: 0.5 s, 1 s, 2 s
@@ -190,22 +190,16 @@ describe("loop - a full work disk", () => {
   });
 
   it("its own nats-server (nats.url null) on a full disk: the start waits, then starts the server and the daemon", async () => {
-    const e = (env = await startLoopEnv());
-    const d = (disk = smallDisk(e.workDir, 16));
-    d.leave(16 << 10); // room for the lock, not for the server: its start is what waits
-    daemon = new Daemon({ config: parseConfig(e.config({ nats: { url: null }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
-    const outcome: { started: boolean; err: unknown } = { started: false, err: null };
-    const started = daemon.start().then(() => (outcome.started = true), (err: unknown) => (outcome.err = err));
-    await sleep(2500);
-    expect(outcome).toEqual({ started: false, err: null });
+    // room for the lock, not for the server: its start is what waits
+    const { e, d, started, outcome } = await startWaitingForTheDisk(16 << 10, { nats: { url: null } });
     expect(existsSync(join(e.workDir, "nats", "server.json"))).toBe(false); // no server spawned meanwhile
     d.free();
     await started;
     expect(outcome).toEqual({ started: true, err: null });
-    expect(daemon.natsUrl).toMatch(/^nats:\/\//);
+    expect(daemon!.natsUrl).toMatch(/^nats:\/\//);
     const info = JSON.parse(readFileSync(join(e.workDir, "nats", "server.json"), "utf8")) as { pid: number };
-    await daemon.stop();
-    expect(await daemon.closed).toBeNull();
+    await daemon!.stop();
+    expect(await daemon!.closed).toBeNull();
     expect(() => process.kill(info.pid, 0)).toThrow(); // stopped with the daemon
     daemon = null;
   });

@@ -38,12 +38,15 @@ export async function startOwnServer(config: Config, log: Logger): Promise<OwnSe
   // a server started on a disk without room fails with no errno to tell the disk's fault (its ports file not written,
   // or JetStream's buckets refused): the disk is asked first, and again should the server fail, so that the daemon's
   // start waits for the disk (daemon.ts) instead of ending
-  const room = await diskRoom(dir, SERVER_START_BYTES, "starting the server");
-  if (room !== null) throw new NoDiskRoomError(`the daemon's own nats-server cannot start: ${room}`);
+  const noRoom = async (cause?: unknown) => {
+    const room = await diskRoom(dir, SERVER_START_BYTES, "starting the server").catch(() => null);
+    return room === null ? null : new NoDiskRoomError(`the daemon's own nats-server cannot start: ${room}`, { cause });
+  };
+  const before = await noRoom();
+  if (before) throw before;
   const server = await spawnNatsServer({ bin: config.nats.serverBin ?? natsServerBinary(), host: config.nats.serverHost, port: config.nats.serverPort, store: join(dir, "store") })
     .catch(async (err: unknown) => {
-      const now = await diskRoom(dir, SERVER_START_BYTES, "starting the server").catch(() => null);
-      throw now === null ? err : new NoDiskRoomError(`the daemon's own nats-server cannot start: ${now}`, { cause: err });
+      throw (await noRoom(err)) ?? err;
     });
   const pid = server.child.pid as number;
   try {
