@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/rms_norm.h"
+#include "model/head_norm_rope.h"
 
 namespace rlloop {
 
@@ -27,22 +27,23 @@ at::Tensor GatedAttention::forward(const at::Tensor& x, const RotaryTables& rota
   at::Tensor q_and_gate = projected[0].view({B, L, H, 2 * D});
   at::Tensor q = q_and_gate.narrow(-1, 0, D);
   at::Tensor gate = q_and_gate.narrow(-1, D, D).reshape({B, L, H * D});
-  // 2. per-head norms, then [B, heads, L, D]
-  q = zero_centred_rms_norm(q, q_norm_, eps_).transpose(1, 2);
-  at::Tensor k = zero_centred_rms_norm(projected[1].view({B, L, KV, D}), k_norm_, eps_).transpose(1, 2);
+  // 2-3. per-head norms and partial RoPE on q and k, then [B, heads, L, D]
+  q = normed_rotated_heads(q, q_norm_, eps_, rotary).transpose(1, 2);
+  at::Tensor k = normed_rotated_heads(projected[1].view({B, L, KV, D}), k_norm_, eps_, rotary).transpose(1, 2);
   at::Tensor v = projected[2].view({B, L, KV, D}).transpose(1, 2);
-  // 3. partial RoPE on q and k
-  q = apply_partial_rotary(q, rotary);
-  k = apply_partial_rotary(k, rotary);
-  // 4. GQA: query head h reads kv head h / (H / KV) (each kv head repeated consecutively, as repeat_kv)
-  if (KV != H) {
+  // 4. GQA: query head h reads kv head h / (H / KV) (each kv head repeated consecutively, as repeat_kv). The flash
+  // kernel (half-precision CUDA tensors) reads the shared heads itself; elsewhere (the memory-efficient kernel of
+  // float32, which has no GQA, and the CPU) k and v are repeated (copies of [B, H, L, D] each).
+  const bool gqa_in_kernel = KV != H && q.is_cuda() && (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf);
+  if (KV != H && !gqa_in_kernel) {
     const int64_t rep = H / KV;
     k = k.unsqueeze(2).expand({B, KV, rep, L, D}).reshape({B, H, L, D});
     v = v.unsqueeze(2).expand({B, KV, rep, L, D}).reshape({B, H, L, D});
   }
   // 5. causal softmax attention, scale D^-0.5 (SDPA: same maths as the eager path, flash/efficient kernels on GPU)
   at::Tensor o = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
-                                                  /*scale=*/1.0 / std::sqrt(static_cast<double>(D)));
+                                                  /*scale=*/1.0 / std::sqrt(static_cast<double>(D)),
+                                                  /*enable_gqa=*/gqa_in_kernel);
   // 6. [B, L, H*D] head-major, output gate, o_proj
   o = o.transpose(1, 2).reshape({B, L, H * D});
   return o_proj_.forward(o * at::sigmoid(gate), adapter);

@@ -28,9 +28,8 @@ GatedDeltaNet::GatedDeltaNet(const TextConfig& c, const WeightScope& scope)
       dt_bias_(scope.get("dt_bias", {c.linear_num_value_heads})),
       norm_weight_(scope.sub("norm").get("weight", {c.linear_value_head_dim})) {}
 
-at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padding_mask, const std::string* adapter) const {
-  const auto dtype = x_in.scalar_type();
-  at::Tensor x = padding_mask.defined() ? x_in * padding_mask.unsqueeze(-1) : x_in;
+at::Tensor GatedDeltaNet::forward(const at::Tensor& x, const std::string* adapter) const {
+  const auto dtype = x.scalar_type();
   const int64_t B = x.size(0), L = x.size(1), Hk = key_heads_, Hv = value_heads_, dk = key_dim_, dv = value_dim_;
 
   const std::vector<at::Tensor> projected = in_proj_.forward_split(x, adapter);  // views of one [B, L, Σ] output
@@ -39,7 +38,7 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   const at::Tensor& b = projected[2];                                        // [B, L, Hv]
   const at::Tensor& a = projected[3];                                        // [B, L, Hv]
 
-  mixed = causal_conv_silu(mixed.contiguous(), conv_weight_);              // [B, L, conv_dim]: q, k, v heads
+  mixed = causal_conv_silu(mixed, conv_weight_);                           // [B, L, conv_dim]: q, k, v heads
 
   at::Tensor beta = at::sigmoid(b);                                          // model dtype, as transformers
   at::Tensor g = -at::exp(A_log_.to(at::kFloat)) * at::softplus(a.to(at::kFloat) + dt_bias_, 1.0, 20.0);

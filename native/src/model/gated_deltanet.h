@@ -10,9 +10,9 @@ namespace rlloop {
 class GatedDeltaNet {
  public:
   GatedDeltaNet(const TextConfig& config, const WeightScope& scope /* "...layers.N.linear_attn." */);
-  // x [B, L, hidden] (already input-normed). padding_mask [B, L] (1 real, 0 padding) or undefined: padded rows are
-  // zeroed before the projections, as transformers does, so they cannot leak through the conv into anything.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& padding_mask, const std::string* adapter) const;
+  // x [B, L, hidden], input-normed with padded positions zeroed (the decoder layer folds transformers' padding
+  // mask into the input norm), so they cannot leak through the conv into anything.
+  at::Tensor forward(const at::Tensor& x, const std::string* adapter) const;
   std::vector<LoraLinear*> linears() {
     std::vector<LoraLinear*> out = in_proj_.linears();  // in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
     out.push_back(&out_proj_);

@@ -11,10 +11,11 @@
 namespace rlloop {
 namespace {
 
-at::Tensor zero_centred_rms_norm_aten(const at::Tensor& x, const at::Tensor& w1, double eps) {
+at::Tensor zero_centred_rms_norm_aten(const at::Tensor& x, const at::Tensor& w1, double eps, const at::Tensor& row_scale) {
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return (normed * w1).to(x.scalar_type());
+  at::Tensor y = (normed * w1).to(x.scalar_type());
+  return row_scale.defined() ? y * row_scale.unsqueeze(-1) : y;
 }
 
 at::Tensor gated_rms_norm_aten(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& weight, double eps) {
@@ -30,16 +31,19 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The norm weights are frozen: gradients flow to x (and the gate) only.
+// The row scale (the GDN's padding mask, or undefined) is a constant: no gradient.
 struct ZeroCentredRmsNorm : public torch::autograd::Function<ZeroCentredRmsNorm> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w1, double eps) {
-    auto [y, r] = cuda::zero_centred_rms_norm_forward(x, w1, eps);
-    ctx->save_for_backward({x, w1, r});
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w1, double eps,
+                            const at::Tensor& row_scale) {
+    auto [y, r] = cuda::zero_centred_rms_norm_forward(x, w1, eps, row_scale);
+    ctx->save_for_backward({x, w1, r, row_scale});
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     BackwardNodeTimer timer("norm");
     variable_list s = ctx->get_saved_variables();
-    return {cuda::zero_centred_rms_norm_backward(grads[0], s[0], s[1], s[2]), at::Tensor(), at::Tensor()};
+    return {cuda::zero_centred_rms_norm_backward(grads[0], s[0], s[1], s[2], s[3]), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -67,23 +71,26 @@ bool kernels_apply(const at::Tensor& x, const at::Tensor& weight) {
 
 }  // namespace
 
-at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, const at::Tensor& row_scale) {
   const at::Tensor w1 = weight.to(at::kFloat) + 1.0;  // (1 + w) in float32, as transformers computes it
 #ifdef RLLOOP_CUDA
-  if (kernels_apply(x, weight)) {
+  if (kernels_apply(x, weight) && (!row_scale.defined() || row_scale.scalar_type() == x.scalar_type())) {
     const at::Tensor xc = x.contiguous();
-    if (cuda::norm_kernels_accept(xc)) return ZeroCentredRmsNorm::apply(xc, w1, eps);
+    const at::Tensor sc = row_scale.defined() ? row_scale.contiguous() : row_scale;
+    if (cuda::norm_kernels_accept(xc)) return ZeroCentredRmsNorm::apply(xc, w1, eps, sc);
   }
 #endif
-  return zero_centred_rms_norm_aten(x, w1, eps);
+  return zero_centred_rms_norm_aten(x, w1, eps, row_scale);
 }
 
 at::Tensor gated_rms_norm(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& weight, double eps) {
 #ifdef RLLOOP_CUDA
   if (kernels_apply(x, weight) && gate.sizes() == x.sizes() && gate.scalar_type() == x.scalar_type() &&
       weight.scalar_type() == x.scalar_type()) {
-    const at::Tensor xc = x.contiguous(), gc = gate.contiguous(), wc = weight.contiguous();
-    if (cuda::norm_kernels_accept(xc) && cuda::norm_kernels_accept(gc) && cuda::norm_kernels_accept(wc)) {
+    // the gate is read in place where its rows allow (the GDN's z, a view of its input projection's output)
+    const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+    const at::Tensor gc = cuda::gate_rows_of(gate) ? gate : gate.contiguous();
+    if (cuda::norm_kernels_accept(xc) && cuda::gate_rows_of(gc) && cuda::norm_kernels_accept(wc)) {
       return GatedRmsNorm::apply(xc, gc, wc, eps);
     }
   }

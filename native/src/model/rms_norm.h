@@ -6,8 +6,11 @@
 namespace rlloop {
 
 // input_layernorm, post_attention_layernorm, final norm, q_norm/k_norm: everything in float32, (1 + w) applied in
-// float32 before the single cast back to x's dtype (unlike Llama).
-at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+// float32 before the single cast back to x's dtype (unlike Llama). row_scale, when defined, multiplies each row of
+// the result in x's dtype: x's shape less its last dimension, the GDN's padding mask (transformers applies it to
+// the linear-attention layers' normed input; one pass instead of two on the GPU).
+at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
+                                 const at::Tensor& row_scale = {});
 
 // GDN output norm, per value head, norm before gate: n = cast(x_f32 * rsqrt(mean(x²) + eps)); y = w * n (x's dtype);
 // y = y * silu(gate_f32) (float32); cast back to x's dtype.
