@@ -122,16 +122,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Where the gated backward writes row `row` of grad_x: like x (heads_major false), or in the delta rule's
+// heads-major, padded float32 layout [B, heads, padded_tokens, H] from x [B, tokens, heads, H].
+struct GradRows {
+  bool heads_major;
+  int64_t heads, tokens, padded_tokens;
+};
+
+__device__ __forceinline__ int64_t grad_row_offset(int64_t row, int H, GradRows g) {
+  if (!g.heads_major) return row * H;
+  const int64_t head = row % g.heads, token = row / g.heads;
+  return ((token / g.tokens * g.heads + head) * g.padded_tokens + token % g.tokens) * H;
+}
+
 // Through the same roundings autograd takes over the ATen formulation: grad_y = cast(dout·silu(g)), grad_normed =
-// cast(grad_y·w), dx = r·(grad_normed − x̂·mean(grad_normed·x̂)); grad_gate = cast(dout·y·silu'(g)).
-template <typename T>
+// cast(grad_y·w), dx = r·(grad_normed − x̂·mean(grad_normed·x̂)); grad_gate = cast(dout·y·silu'(g)). dx is rounded
+// to T, then stored as DX (float32 for the heads-major layout: the conversion's backward, exact).
+template <typename T, typename DX>
 __global__ void __launch_bounds__(kThreads)
     gated_backward_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ gate_in,
                           GateRows gate_rows, const T* __restrict__ w, const float* __restrict__ r_in,
-                          T* __restrict__ dx, T* __restrict__ dgate, int64_t rows, int H) {
+                          DX* __restrict__ dx_out, GradRows grad_rows, T* __restrict__ dgate, int64_t rows, int H) {
   const RowIndex at = row_index();
   if (at.row >= rows) return;
   const int64_t base = at.row * H;
+  DX* __restrict__ dx = dx_out + grad_row_offset(at.row, H, grad_rows);  // this row's, at dx[c]
   const T* __restrict__ gate = gate_in + gate_row_offset(at.row, H, gate_rows);  // this row's, at gate[c]
   const float r = r_in[at.row];
   float dot = 0.0f;
@@ -150,17 +165,18 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = at.lane * kVec; c < H; c += kStride) {
     const Pack<T> op = load_pack(dout + base + c), xp = load_pack(x + base + c), gp = load_pack(gate + c);
     const Pack<T> wp = load_pack(w + c);
-    Pack<T> ox, og;
+    Pack<DX> ox;
+    Pack<T> og;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
       const float d = static_cast<float>(op.v[e]), g = static_cast<float>(gp.v[e]), wv = static_cast<float>(wp.v[e]);
       const float xhat = static_cast<float>(xp.v[e]) * r;
       const float y = rounded<T>(wv * rounded<T>(xhat));
       const float grad_normed = rounded<T>(rounded<T>(d * silu(g)) * wv);
-      ox.v[e] = static_cast<T>(r * (grad_normed - xhat * mean_dot));
+      ox.v[e] = static_cast<DX>(rounded<T>(r * (grad_normed - xhat * mean_dot)));
       og.v[e] = static_cast<T>(silu_grad(d * y, g));  // ATen's silu_backward order
     }
-    store_pack(dx + base + c, ox);
+    store_pack(dx + c, ox);
     store_pack(dgate + base + c, og);
   }
 }
@@ -282,23 +298,50 @@ std::tuple<at::Tensor, at::Tensor> gated_rms_norm_forward(const at::Tensor& x, c
   return {out, r};
 }
 
-std::tuple<at::Tensor, at::Tensor> gated_rms_norm_backward(const at::Tensor& grad_out_in, const at::Tensor& x,
-                                                           const at::Tensor& gate, const at::Tensor& w,
-                                                           const at::Tensor& r) {
+namespace {
+
+// dx is x's dtype like x, or float32 [B, heads, padded_tokens, H] (grad_rows.heads_major), allocated by the caller.
+void launch_gated_backward(const at::Tensor& grad_out_in, const at::Tensor& x, const at::Tensor& gate,
+                           const at::Tensor& w, const at::Tensor& r, const at::Tensor& dx, GradRows grad_rows,
+                           const at::Tensor& dgate) {
   const Launch l = launch_for(x);
   check_gate(gate, x);
   check_weight(w, l.H, x.scalar_type());
   const at::Tensor grad_out = packed_gradient(grad_out_in, x);
   check_rows(grad_out, x, "the output gradient");
-  at::Tensor dx = at::empty_like(x), dgate = at::empty_like(x);  // contiguous, whatever the gate's layout
-  if (l.rows == 0) return {dx, dgate};
+  if (l.rows == 0) return;
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "gated_rms_norm_backward", [&] {
-    gated_backward_kernel<scalar_t><<<l.blocks, kThreads, 0, l.stream>>>(
-        grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), gate.data_ptr<scalar_t>(), *gate_rows_of(gate),
-        w.data_ptr<scalar_t>(), r.data_ptr<float>(), dx.data_ptr<scalar_t>(), dgate.data_ptr<scalar_t>(), l.rows,
-        l.H);
+    const auto run = [&](auto* dx_data) {
+      gated_backward_kernel<scalar_t><<<l.blocks, kThreads, 0, l.stream>>>(
+          grad_out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), gate.data_ptr<scalar_t>(), *gate_rows_of(gate),
+          w.data_ptr<scalar_t>(), r.data_ptr<float>(), dx_data, grad_rows, dgate.data_ptr<scalar_t>(), l.rows, l.H);
+    };
+    if (grad_rows.heads_major) run(dx.data_ptr<float>());
+    else run(dx.data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> gated_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& x,
+                                                           const at::Tensor& gate, const at::Tensor& w,
+                                                           const at::Tensor& r) {
+  at::Tensor dx = at::empty_like(x), dgate = at::empty_like(x);  // contiguous, whatever the gate's layout
+  launch_gated_backward(grad_out, x, gate, w, r, dx, GradRows{false, 1, 1, 1}, dgate);
+  return {dx, dgate};
+}
+
+std::tuple<at::Tensor, at::Tensor> gated_rms_norm_backward_heads_major(const at::Tensor& grad_out, const at::Tensor& x,
+                                                                       const at::Tensor& gate, const at::Tensor& w,
+                                                                       const at::Tensor& r, int64_t padded_tokens) {
+  TORCH_CHECK(x.dim() == 4 && padded_tokens >= x.size(1), "gated rms norm backward: x must be [B, L, heads, H] and the "
+              "padded token count at least L");
+  const int64_t B = x.size(0), L = x.size(1), heads = x.size(2), H = x.size(3);
+  at::Tensor dx = at::empty({B, heads, padded_tokens, H}, x.options().dtype(at::kFloat));
+  if (padded_tokens > L) dx.narrow(2, L, padded_tokens - L).zero_();  // the padding's gradient (the narrow's zeros)
+  at::Tensor dgate = at::empty_like(x);
+  launch_gated_backward(grad_out, x, gate, w, r, dx, GradRows{true, heads, L, padded_tokens}, dgate);
   return {dx, dgate};
 }
 

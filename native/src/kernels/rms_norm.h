@@ -44,4 +44,11 @@ std::tuple<at::Tensor, at::Tensor> gated_rms_norm_backward(const at::Tensor& gra
                                                            const at::Tensor& gate, const at::Tensor& w,
                                                            const at::Tensor& r);
 
+// The same backward for x = cast(o[:, :, :L].transpose(1, 2)) made from the delta rule's float32 output o [B, heads,
+// padded_tokens, H]: grad_x is written as o's gradient, float32 in o's layout (its padded tokens zero), i.e. through
+// the conversion's and the narrow's backward (exact) in the same pass. x [B, L, heads, H] contiguous.
+std::tuple<at::Tensor, at::Tensor> gated_rms_norm_backward_heads_major(const at::Tensor& grad_out, const at::Tensor& x,
+                                                                       const at::Tensor& gate, const at::Tensor& w,
+                                                                       const at::Tensor& r, int64_t padded_tokens);
+
 }  // namespace rlloop::cuda

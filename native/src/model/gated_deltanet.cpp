@@ -46,14 +46,15 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x, const std::string* adapte
   at::Tensor core;
   {
     ProfileRange range("gdn.core");
-    core = chunk_gated_delta_rule(mixed, Hk, dk, dv, g, beta, dtype);
+    core = chunk_gated_delta_rule(mixed, Hk, dk, dv, g, beta);
   }
-  core = gated_rms_norm(core, z, norm_weight_, eps_).reshape({B, L, Hv * dv});
+  // the core's output rounded to the model dtype (as transformers) in the norm's pass, which hands back its gradient
+  core = gated_rms_norm_of_heads_major(core, L, z, norm_weight_, eps_, dtype).reshape({B, L, Hv * dv});
   return out_proj_.forward(core, adapter);
 }
 
 at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, int64_t key_dim, int64_t value_dim,
-                                  const at::Tensor& g_in, const at::Tensor& beta_in, at::ScalarType dtype, int64_t C) {
+                                  const at::Tensor& g_in, const at::Tensor& beta_in, int64_t C) {
   const int64_t B = mixed.size(0), L = mixed.size(1), H = g_in.size(2);
   // L padded up to a multiple of C with zeros (g = 0: no decay; beta = 0: no update), then split into N chunks.
   const int64_t pad = (C - L % C) % C, N = (L + pad) / C;
@@ -65,10 +66,7 @@ at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, in
   beta = beta.reshape({B, H, N, C});
   g = g.reshape({B, H, N, C});
   at::Tensor o = delta_rule_kernels_apply(q, v) ? delta_rule_kernels(q, k, v, beta, g) : delta_rule_chunks(q, k, v, beta, g);
-  // [B, H, L, dv] float32 to [B, L, H, dv] in the model dtype as one strided, converting copy (a contiguous float32
-  // copy then a conversion passed over the output twice: ~0.15 ms a layer at 32 rows of the 9B shapes)
-  const at::Tensor heads_major = o.reshape({B, H, N * C, value_dim}).narrow(2, 0, L);
-  return heads_major.transpose(1, 2).to(dtype, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+  return o.reshape({B, H, N * C, value_dim});
 }
 
 }  // namespace rlloop

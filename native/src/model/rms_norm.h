@@ -16,4 +16,10 @@ at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, 
 // y = y * silu(gate_f32) (float32); cast back to x's dtype.
 at::Tensor gated_rms_norm(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& weight, double eps);
 
+// gated_rms_norm(cast(o[:, :, :L].transpose(1, 2)), gate, weight, eps): the GDN's core output o [B, H, Lp, dv]
+// float32 heads-major (Lp ≥ L, the delta rule's chunk padding) rounded to dtype, as transformers rounds it, then the
+// gated norm. On a GPU the backward hands o its gradient in o's layout (no conversion or narrow pass).
+at::Tensor gated_rms_norm_of_heads_major(const at::Tensor& o, int64_t L, const at::Tensor& gate, const at::Tensor& weight,
+                                        double eps, at::ScalarType dtype);
+
 }  // namespace rlloop
