@@ -64,6 +64,14 @@ __device__ __forceinline__ void store_floats(T* p, const float (&v)[kVec]) {
   store_pack(p, pack);
 }
 
+// A pass-through channel's gradient: dy + 0, as the narrows' backward adds it (a −0 becomes +0).
+template <typename T>
+__device__ __forceinline__ void load_gradient(const T* p, float (&g)[kVec]) {
+  load_floats(p, g);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) g[e] = __fadd_rn(g[e], 0.0f);
+}
+
 // n = cast(x·r·w1) of one pack, as the zero-centred norm kernel computes it.
 template <typename T>
 __device__ __forceinline__ void normed_pack(const T* x, const float* w1, float r, int c, float (&n)[kVec]) {
@@ -108,7 +116,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Through the rotation's transpose first, with autograd's roundings over the ATen composition: gc = cast(dy·cos),
 // gs = cast(dy·sin), grad_n_i = cast(gc_i + gs_{i+half}) below half, cast(gc_i − gs_{i−half}) up to rot, dy_i past
-// it; then the zero-centred norm's backward, dx = r·(g − x̂·mean(g·x̂)) with g = grad_n·w1, x̂ = x·r.
+// it, each plus +0 (the narrows' backward adds zeros: a −0 becomes +0); then the zero-centred norm's backward,
+// dx = r·(g − x̂·mean(g·x̂)) with g = grad_n·w1, x̂ = x·r.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     head_norm_rope_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, HeadRows layout,
@@ -141,6 +150,8 @@ __global__ void __launch_bounds__(kThreads)
       grad_n[e] = rounded<T>(__fadd_rn(gc, c0 + e < half ? partner[e] : -partner[e]));
     }
   }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) grad_n[e] = __fadd_rn(grad_n[e], 0.0f);
   float dot = 0.0f;
   float xs[kVec], ws[kVec];
   if (c0 < D) {
@@ -151,7 +162,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int c = c0 + kStride; c < D; c += kStride) {
     float g[kVec];
-    load_floats(dyr + c, g);
+    load_gradient(dyr + c, g);
     load_floats(xr + c, xs);
     load_floats(w1 + c, ws);
 #pragma unroll
@@ -172,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
   if (c0 < D) input_gradient(grad_n, c0);
   for (int c = c0 + kStride; c < D; c += kStride) {
     float g[kVec];
-    load_floats(dyr + c, g);
+    load_gradient(dyr + c, g);
     input_gradient(g, c);
   }
 }
@@ -186,6 +197,13 @@ std::optional<HeadRows> head_rows_of(const at::Tensor& x) {
   for (int64_t d = x.dim() - 4; d >= 0; --d)
     if (x.size(d) != 1 && x.stride(d) != x.stride(d + 1) * x.size(d + 1)) return std::nullopt;
   return HeadRows{heads, head_stride, token_stride};
+}
+
+// f(T{}) for x's element type, float32 or bfloat16 (the two head_norm_rope_accepts takes).
+template <typename F>
+void with_element_type(at::ScalarType type, F&& f) {
+  if (type == at::kFloat) f(float{});
+  else f(at::BFloat16{});
 }
 
 struct Launch {
@@ -226,7 +244,8 @@ std::tuple<at::Tensor, at::Tensor> head_norm_rope_forward(const at::Tensor& x, c
                                                           const at::Tensor& cos, const at::Tensor& sin) {
   const Launch l = launch_for(x, w1, cos, sin);
   at::Tensor y = at::empty(x.sizes(), x.options()), r = at::empty({l.rows}, x.options().dtype(at::kFloat));
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "head_norm_rope_forward", [&] {
+  with_element_type(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     head_norm_rope_forward_kernel<scalar_t><<<l.blocks, kThreads, 0, l.stream>>>(
         x.data_ptr<scalar_t>(), l.layout, w1.data_ptr<float>(), cos.data_ptr<scalar_t>(), sin.data_ptr<scalar_t>(),
         y.data_ptr<scalar_t>(), r.data_ptr<float>(), l.rows, l.D, l.rot, static_cast<float>(eps));
@@ -243,7 +262,8 @@ at::Tensor head_norm_rope_backward(const at::Tensor& grad_y_in, const at::Tensor
   TORCH_CHECK(r.scalar_type() == at::kFloat && r.is_contiguous() && r.numel() == l.rows,
               "head norm + rope backward: r must be the forward's float32 [rows]");
   at::Tensor dx = at::empty(x.sizes(), x.options());
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "head_norm_rope_backward", [&] {
+  with_element_type(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     head_norm_rope_backward_kernel<scalar_t><<<l.blocks, kThreads, 0, l.stream>>>(
         grad_y.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), l.layout, w1.data_ptr<float>(), r.data_ptr<float>(),
         cos.data_ptr<scalar_t>(), sin.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(), l.rows, l.D, l.rot);
