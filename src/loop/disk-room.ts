@@ -20,9 +20,10 @@ export async function trainingOutputBytes(parent: string | null): Promise<number
 }
 
 /**
- * null when the file system of `dir` has `bytes` free (for `what`) and takes a write; else what is wrong. The free space is what
- * statfs gives unprivileged users (a daemon running as root could use the blocks reserved for root too: counted as
- * full, on purpose); a file system that reports no blocks at all (a FUSE one without statfs) is judged by the write.
+ * null when the file system of `dir` has `bytes` free (for `what`) and takes a write; else what is wrong. The free
+ * space is what statfs gives unprivileged users (a daemon running as root could use the blocks reserved for root too:
+ * counted as full, on purpose); a file system that reports no blocks at all (a FUSE one without statfs) is judged by
+ * the write.
  */
 export async function diskRoom(dir: string, bytes: number, what = "a training's output"): Promise<string | null> {
   const check = join(dir, ".disk-room");

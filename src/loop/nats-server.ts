@@ -78,18 +78,21 @@ function adoptable(infoFile: string): ServerFile | null {
 }
 
 async function stopPid(pid: number, infoFile: string): Promise<void> {
+  // one that will not stop on SIGTERM (a store on a failing disk) must not hold the store while a next start spawns
+  // another: it is killed after 10 s
+  if (!(await signalAndWait(pid, "SIGTERM", 10_000))) await signalAndWait(pid, "SIGKILL", 5_000);
+  await rm(infoFile, { force: true });
+}
+
+/** Sends `signal` and waits up to `ms` for the process to be gone; whether it is. */
+async function signalAndWait(pid: number, signal: NodeJS.Signals, ms: number): Promise<boolean> {
   try {
-    process.kill(pid, "SIGTERM");
+    process.kill(pid, signal);
   } catch {
     // already gone
   }
-  for (let i = 0; i < 100 && alive(pid); i++) await sleep(100);
-  if (alive(pid)) {
-    // one that will not stop (a store on a failing disk) must not hold the store while a next start spawns another
-    process.kill(pid, "SIGKILL");
-    for (let i = 0; i < 50 && alive(pid); i++) await sleep(100);
-  }
-  await rm(infoFile, { force: true });
+  for (let waited = 0; waited < ms && alive(pid); waited += 100) await sleep(100);
+  return !alive(pid);
 }
 
 function alive(pid: number): boolean {
