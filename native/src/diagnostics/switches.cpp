@@ -46,8 +46,8 @@ std::string choice(const char* name, std::initializer_list<const char*> choices)
 }
 
 #ifdef RLLOOP_CUDA
-constexpr std::array<std::string_view, 7> kKernelNames = {"conv",   "solve",      "norm",       "qkv_heads",
-                                                          "swiglu", "delta_rule", "vision_rope"};
+constexpr std::array<std::string_view, 8> kKernelNames = {"conv",   "solve",      "norm",        "qkv_heads",
+                                                          "swiglu", "delta_rule", "vision_rope", "rope"};
 
 std::set<std::string, std::less<>> disabled_kernels() {
   const std::string raw = env("RLLOOP_KERNELS");

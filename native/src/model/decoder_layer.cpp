@@ -18,8 +18,10 @@ DecoderLayer::DecoderLayer(const TextConfig& c, LayerKind kind, const WeightScop
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const LayerInputs& in) const {
   ProfileRange range(linear_attn_ ? "layer.linear_attention" : "layer.full_attention");
-  at::Tensor normed = zero_centred_rms_norm(x, input_norm_, eps_);
-  at::Tensor mixed = linear_attn_ ? linear_attn_->forward(normed, in.padding_mask, in.adapter)
+  // transformers zeroes the padded positions of the linear-attention layers' normed input (apply_mask_to_padding_
+  // states); the norm does it in the same pass
+  at::Tensor normed = zero_centred_rms_norm(x, input_norm_, eps_, linear_attn_ ? in.padding_mask : at::Tensor());
+  at::Tensor mixed = linear_attn_ ? linear_attn_->forward(normed, in.adapter)
                                   : self_attn_->forward(normed, in.rotary, in.adapter);
   at::Tensor h = x + mixed;
   BackwardTimeline::mark(h, linear_attn_ ? "layer.linear_attention" : "layer.full_attention");

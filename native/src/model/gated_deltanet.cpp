@@ -28,9 +28,8 @@ GatedDeltaNet::GatedDeltaNet(const TextConfig& c, const WeightScope& scope)
       dt_bias_(scope.get("dt_bias", {c.linear_num_value_heads})),
       norm_weight_(scope.sub("norm").get("weight", {c.linear_value_head_dim})) {}
 
-at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padding_mask, const std::string* adapter) const {
-  const auto dtype = x_in.scalar_type();
-  at::Tensor x = padding_mask.defined() ? x_in * padding_mask.unsqueeze(-1) : x_in;
+at::Tensor GatedDeltaNet::forward(const at::Tensor& x, const std::string* adapter) const {
+  const auto dtype = x.scalar_type();
   const int64_t B = x.size(0), L = x.size(1), Hk = key_heads_, Hv = value_heads_, dk = key_dim_, dv = value_dim_;
 
   const std::vector<at::Tensor> projected = in_proj_.forward_split(x, adapter);  // views of one [B, L, Σ] output
@@ -39,7 +38,7 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   const at::Tensor& b = projected[2];                                        // [B, L, Hv]
   const at::Tensor& a = projected[3];                                        // [B, L, Hv]
 
-  mixed = causal_conv_silu(mixed.contiguous(), conv_weight_);              // [B, L, conv_dim]: q, k, v heads
+  mixed = causal_conv_silu(mixed, conv_weight_);                           // [B, L, conv_dim]: q, k, v heads
 
   at::Tensor beta = at::sigmoid(b);                                          // model dtype, as transformers
   at::Tensor g = -at::exp(A_log_.to(at::kFloat)) * at::softplus(a.to(at::kFloat) + dt_bias_, 1.0, 20.0);
@@ -47,14 +46,15 @@ at::Tensor GatedDeltaNet::forward(const at::Tensor& x_in, const at::Tensor& padd
   at::Tensor core;
   {
     ProfileRange range("gdn.core");
-    core = chunk_gated_delta_rule(mixed, Hk, dk, dv, g, beta, dtype);
+    core = chunk_gated_delta_rule(mixed, Hk, dk, dv, g, beta);
   }
-  core = gated_rms_norm(core, z, norm_weight_, eps_).reshape({B, L, Hv * dv});
+  // the core's output rounded to the model dtype (as transformers) in the norm's pass, which hands back its gradient
+  core = gated_rms_norm_of_heads_major(core, L, z, norm_weight_, eps_, dtype).reshape({B, L, Hv * dv});
   return out_proj_.forward(core, adapter);
 }
 
 at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, int64_t key_dim, int64_t value_dim,
-                                  const at::Tensor& g_in, const at::Tensor& beta_in, at::ScalarType dtype, int64_t C) {
+                                  const at::Tensor& g_in, const at::Tensor& beta_in, int64_t C) {
   const int64_t B = mixed.size(0), L = mixed.size(1), H = g_in.size(2);
   // L padded up to a multiple of C with zeros (g = 0: no decay; beta = 0: no update), then split into N chunks.
   const int64_t pad = (C - L % C) % C, N = (L + pad) / C;
@@ -66,10 +66,7 @@ at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, in
   beta = beta.reshape({B, H, N, C});
   g = g.reshape({B, H, N, C});
   at::Tensor o = delta_rule_kernels_apply(q, v) ? delta_rule_kernels(q, k, v, beta, g) : delta_rule_chunks(q, k, v, beta, g);
-  // [B, H, L, dv] float32 to [B, L, H, dv] in the model dtype as one strided, converting copy (a contiguous float32
-  // copy then a conversion passed over the output twice: ~0.15 ms a layer at 32 rows of the 9B shapes)
-  const at::Tensor heads_major = o.reshape({B, H, N * C, value_dim}).narrow(2, 0, L);
-  return heads_major.transpose(1, 2).to(dtype, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+  return o.reshape({B, H, N * C, value_dim});
 }
 
 }  // namespace rlloop

@@ -10,9 +10,9 @@ namespace rlloop {
 class GatedDeltaNet {
  public:
   GatedDeltaNet(const TextConfig& config, const WeightScope& scope /* "...layers.N.linear_attn." */);
-  // x [B, L, hidden] (already input-normed). padding_mask [B, L] (1 real, 0 padding) or undefined: padded rows are
-  // zeroed before the projections, as transformers does, so they cannot leak through the conv into anything.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& padding_mask, const std::string* adapter) const;
+  // x [B, L, hidden], input-normed with padded positions zeroed (the decoder layer folds transformers' padding
+  // mask into the input norm), so they cannot leak through the conv into anything.
+  at::Tensor forward(const at::Tensor& x, const std::string* adapter) const;
   std::vector<LoraLinear*> linears() {
     std::vector<LoraLinear*> out = in_proj_.linears();  // in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
     out.push_back(&out_proj_);
@@ -34,11 +34,10 @@ class GatedDeltaNet {
 // (differentiable; CUDA kernels on GPUs for the head layout and the triangular solves).
 // mixed [B, L, 2·Hk·dk + H·dv] (q's key heads, k's, v's value heads; any float dtype, computed in float32), g and
 // beta [B, L, H]; H a multiple of Hk, key head j serving value heads j·H/Hk … (j+1)·H/Hk − 1. q and k are
-// L2-normalised (eps 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns [B, L, H, dv] in `dtype` (computed
-// in float32, then rounded, as transformers rounds the core's output to the model dtype), contiguous, the state
-// starting at 0.
+// L2-normalised (eps 1e-6 inside the rsqrt) and q is scaled by dk^-0.5. Returns the output heads-major in float32,
+// [B, H, Lp, dv] with Lp = L rounded up to whole chunks (positions L.. are the padding's), the state starting at 0;
+// model/rms_norm.h's gated_rms_norm_of_heads_major rounds it to the model dtype as transformers does.
 at::Tensor chunk_gated_delta_rule(const at::Tensor& mixed, int64_t key_heads, int64_t key_dim, int64_t value_dim,
-                                  const at::Tensor& g, const at::Tensor& beta, at::ScalarType dtype,
-                                  int64_t chunk_size = 64);
+                                  const at::Tensor& g, const at::Tensor& beta, int64_t chunk_size = 64);
 
 }  // namespace rlloop

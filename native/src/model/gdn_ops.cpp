@@ -35,7 +35,7 @@ using torch::autograd::variable_list;
 
 struct CausalConvSilu : public torch::autograd::Function<CausalConvSilu> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
-    ctx->save_for_backward({x, w});
+    ctx->save_for_backward({x, w});  // x as given: the GDN's is a view of its input projection's output
     return cuda::causal_conv_silu_forward(x, w);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -66,11 +66,14 @@ struct UnitLowerSolve : public torch::autograd::Function<UnitLowerSolve> {
 
 at::Tensor causal_conv_silu(const at::Tensor& x, const at::Tensor& weight) {
 #ifdef RLLOOP_CUDA
-  if (x.is_cuda() && cuda_kernel_enabled("conv") && x.is_contiguous() && !weight.requires_grad() &&
-      weight.size(2) <= cuda::kCausalConvMaxTaps &&
+  if (x.is_cuda() && cuda_kernel_enabled("conv") && !weight.requires_grad() && weight.size(2) <= cuda::kCausalConvMaxTaps &&
       (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kFloat)) {
-    at::Tensor w = weight.reshape({weight.size(0), weight.size(2)}).to(x.scalar_type()).contiguous();
-    return CausalConvSilu::apply(x, w);
+    // read in place where the kernels can (a slice of the input projection's output), else from a contiguous copy
+    const at::Tensor xs = cuda::causal_conv_accepts(x) ? x : x.contiguous();
+    if (cuda::causal_conv_accepts(xs)) {
+      at::Tensor w = weight.reshape({weight.size(0), weight.size(2)}).to(x.scalar_type()).contiguous();
+      return CausalConvSilu::apply(xs, w);
+    }
   }
 #endif
   return causal_conv_silu_aten(x, weight);
