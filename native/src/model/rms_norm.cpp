@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <optional>
+
 #include "diagnostics/backward_timeline.h"
 #include "diagnostics/switches.h"
 #ifdef RLLOOP_CUDA
@@ -18,10 +20,12 @@ at::Tensor zero_centred_rms_norm_aten(const at::Tensor& x, const at::Tensor& w1,
   return row_scale.defined() ? y * row_scale.unsqueeze(-1) : y;
 }
 
-// o [B, H, Lp, dv] float32 → [B, L, H, dv] in dtype as one strided, converting copy (a contiguous float32 copy
-// then a conversion passed over the output twice).
+// o [B, H, Lp, dv] float32 → [B, L, H, dv] in dtype, contiguous, as one strided, converting copy (a contiguous
+// float32 copy then a conversion passed over the output twice). In float32 `to` returns the transposed view itself
+// (its suggested memory format is "contiguous"), so the copy is asked for by contiguous().
 at::Tensor converted_core(const at::Tensor& o, int64_t L, at::ScalarType dtype) {
-  return o.narrow(2, 0, L).transpose(1, 2).to(dtype, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+  return o.narrow(2, 0, L).transpose(1, 2).to(dtype, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous)
+      .contiguous();
 }
 
 at::Tensor gated_rms_norm_aten(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& weight, double eps) {
@@ -37,10 +41,13 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The norm weights are frozen: gradients flow to x (and the gate) only.
-// The row scale (the GDN's padding mask, or undefined) is a constant: no gradient.
+// The row scale (the GDN's padding mask) is a constant: no gradient. It comes as an optional, as the checkpointed
+// layer's mask does: an undefined tensor cannot be an autograd input (Function::apply reads every tensor
+// argument's device).
 struct ZeroCentredRmsNorm : public torch::autograd::Function<ZeroCentredRmsNorm> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w1, double eps,
-                            const at::Tensor& row_scale) {
+                            const std::optional<at::Tensor>& row_scale_arg) {
+    const at::Tensor row_scale = row_scale_arg.value_or(at::Tensor());
     auto [y, r] = cuda::zero_centred_rms_norm_forward(x, w1, eps, row_scale);
     ctx->save_for_backward({x, w1, r, row_scale});
     return y;
@@ -103,7 +110,7 @@ at::Tensor zero_centred_rms_norm(const at::Tensor& x, const at::Tensor& weight, 
 #ifdef RLLOOP_CUDA
   if (kernels_apply(x, weight) && (!row_scale.defined() || row_scale.scalar_type() == x.scalar_type())) {
     const at::Tensor xc = x.contiguous();
-    const at::Tensor sc = row_scale.defined() ? row_scale.contiguous() : row_scale;
+    const std::optional<at::Tensor> sc = row_scale.defined() ? std::optional(row_scale.contiguous()) : std::nullopt;
     if (cuda::norm_kernels_accept(xc)) return ZeroCentredRmsNorm::apply(xc, w1, eps, sc);
   }
 #endif
