@@ -20,6 +20,10 @@ import { waitFor } from "./helpers/loop.js";
 import { ROOT } from "./helpers/train-fixtures.js";
 import { figure, rlloopTrain, trainFixture } from "./helpers/train-run.js";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createServer, type AddressInfo } from "node:net";
+import getPort from "get-port";
+import { resolveModel } from "../src/train/job-inputs.js";
+import { ResidentTrainer } from "../src/train/resident.js";
 
 const FLAGS = ["--batch", "1", "--accumulation", "2", "--lr", "3e-5", "--gpus", "2", "--device", "cpu", "--dtype", "float32"];
 const STATS = ["pg_loss", "kl", "clip_frac", "logp_gap", "logp_gap_abs", "rows"] as const;
@@ -83,6 +87,38 @@ describe("train resident - the daemon's RoundTrainer keeps the model loaded betw
     const seedSteps = 2; // scripts/reference/train_fixture.py write_seed_round
     expect(await steps(first.out)).toBe(seedSteps + 4); // 2 epochs × 2 updates
     expect(await steps(second.out)).toBe(seedSteps + 8);
+  });
+
+  it("a rendezvous port taken between its pick and rank 0's bind: the ranks start again on another, and train", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "0.0.0.0", resolve));
+    const takenPort = (taken.address() as AddressInfo).port;
+    const picked: number[] = [];
+    const pickPort = async (host: string) => {
+      const port = picked.length === 0 ? takenPort : await getPort({ host });
+      picked.push(port);
+      return port;
+    };
+    const warnings: string[] = [];
+    const log = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
+    const c = trainerConfig();
+    const choice = { model: c.model ?? "", device: c.device, dtype: c.dtype, checkpointing: c.checkpointing, tf32: c.tf32, attention: c.attention, gpus: c.gpus };
+    const { model, ranks } = await resolveModel(choice, process.env, "trainer.model");
+    try {
+      const ranksUp = await ResidentTrainer.start({ model, ranks, log, pickPort });
+      try {
+        expect(picked).toHaveLength(2);
+        expect(picked[1]).not.toBe(takenPort);
+        expect(warnings.join("")).toContain("the rendezvous port was taken");
+        const dir = await roundFolder(90);
+        const result = await ranksUp.run(job(dir, join(fx, "seed-round"), 1));
+        expect(result.kind === "ppo" && Number.isFinite(result.stats.pg_loss)).toBe(true);
+      } finally {
+        await ranksUp.stop();
+      }
+    } finally {
+      taken.close();
+    }
   });
 
   it("fails a round whose frame is missing, naming the row, and trains the next round on the same ranks", async () => {

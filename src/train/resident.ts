@@ -19,7 +19,8 @@ export interface ResidentOptions {
   model: ModelSpec; // device "cpu" or "cuda" (rank r gets cuda:r)
   ranks: number;
   masterAddr?: string; // default 127.0.0.1
-  masterPort?: number; // default: a free port
+  masterPort?: number; // default: a free port (pickPort's)
+  pickPort?: (host: string) => Promise<number>; // how a free port is picked; default get-port (tests hand a taken one)
   env?: Record<string, string>; // extra environment of the rank processes (e.g. CUDA_VISIBLE_DEVICES)
   log: Logger; // its level is the ranks' log level
   startTimeoutMs?: number; // every rank must be ready within this; default: no limit
@@ -34,6 +35,14 @@ export const KILLED_EXIT_WAIT_MS = 15_000;
 
 // "advanced" serialisation (structured clone) keeps NaN and ±Infinity in a rank's statistics; JSON would make them null
 type RankProcess = ResultPromise<{ ipc: true; serialization: "advanced"; stdout: "inherit"; stderr: "inherit" }>;
+
+/** Starts on freshly picked ports before giving up, each after another process took the one picked before. */
+const PORT_ATTEMPTS = 3;
+
+/** Whether a rank failed to start because the rendezvous port was in use (c10d's bind error names errno 98). */
+function portTaken(err: unknown): boolean {
+  return err instanceof Error && /EADDRINUSE|address already in use/.test(err.message);
+}
 
 /** An error a rank reported or its exit; `rank` says which. */
 export class RankError extends Error {
@@ -63,10 +72,23 @@ export class ResidentTrainer {
   }
 
   /** Starts the ranks and waits until each has loaded the model and joined the group; the first failure ends all. */
-  static async start({ model, ranks, masterAddr = "127.0.0.1", masterPort, env = {}, log, startTimeoutMs }: ResidentOptions): Promise<ResidentTrainer> {
-    // the TCPStore's port, picked free now and bound by rank 0 a moment later (another process could take it in
-    // between: the ranks then fail to start, and their owner starts them again)
-    const port = masterPort ?? (await getPort({ host: masterAddr }));
+  static async start(options: ResidentOptions): Promise<ResidentTrainer> {
+    const { masterAddr = "127.0.0.1", masterPort, log, pickPort = (host) => getPort({ host }) } = options;
+    // The TCPStore's port is picked free here and bound by rank 0 a moment later: another process can take it in
+    // between (tests and trainers starting side by side did). A port this trainer picked is picked again then; one
+    // the caller named is the caller's to change.
+    for (let attempt = 1; ; attempt++) {
+      const port = masterPort ?? (await pickPort(masterAddr));
+      try {
+        return await ResidentTrainer.startOn(port, options);
+      } catch (err) {
+        if (masterPort !== undefined || attempt >= PORT_ATTEMPTS || !portTaken(err)) throw err;
+        log.warn({ port, attempt }, "the rendezvous port was taken before rank 0 bound it; starting the ranks on another");
+      }
+    }
+  }
+
+  private static async startOn(port: number, { model, ranks, masterAddr = "127.0.0.1", env = {}, log, startTimeoutMs }: ResidentOptions): Promise<ResidentTrainer> {
     const processes = Array.from({ length: ranks }, (_, rank) =>
       startRank({ model: rankModel(model, rank), rank, world: ranks, masterAddr, masterPort: port }, { ...env, RLLOOP_LOG_LEVEL: log.level }),
     );
