@@ -1,7 +1,7 @@
 // The block programs' CPU executor (block/program.h): every primitive is a sequential loop, blocks run in
 // parallel over ATen's thread pool, and each block's shared memory starts as NaN, so a read of anything a program
-// did not write first poisons its outputs. Loads are deferred to the next sync and their destination is NaN until
-// then, as asynchronous as the GPU's may be. Used by the tests; far slower than the ATen formulations on a real
+// did not write first poisons its outputs. Loads are deferred to the barrier that lands them (sync, or
+// sync_all_but for all but the last few) and their destination is NaN until then, as asynchronous as the GPU's may be. Used by the tests; far slower than the ATen formulations on a real
 // CPU workload.
 #pragma once
 #include <ATen/Parallel.h>
@@ -26,6 +26,14 @@ class CpuBlock {
   void sync() const {
     for (const Load& l : pending_) copy(l.dst, l.ldd, l.src, l.lds, l.rows, l.cols);
     pending_.clear();
+  }
+  template <int Pending>
+  void sync_all_but() const {
+    static_assert(Pending >= 0, "a count of loads");
+    const std::size_t land = pending_.size() > Pending ? pending_.size() - Pending : 0;
+    for (std::size_t i = 0; i < land; ++i) copy(pending_[i].dst, pending_[i].ldd, pending_[i].src, pending_[i].lds,
+                                                pending_[i].rows, pending_[i].cols);
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(land));
   }
   bool loads_pending() const { return !pending_.empty(); }
   template <class F>
@@ -90,23 +98,14 @@ class CpuBlock {
       for (int n = 0; n < N; ++n) C[m * ldc + n] = product_element(m, n, terms, count, C, ldc, beta);
   }
 
-  void solve16(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+  void solve16(const float* A, int lda, float* X, int ldx, int cols) const {
     constexpr int kRows = 16;
-    for (int c = 0; c < cols; ++c) {
-      if (!transposed) {
-        for (int i = 1; i < kRows; ++i) {
-          float s = X[i * ldx + c];
-          for (int j = 0; j < i; ++j) s -= A[i * lda + j] * X[j * ldx + c];
-          X[i * ldx + c] = s;
-        }
-      } else {
-        for (int i = kRows - 2; i >= 0; --i) {
-          float s = X[i * ldx + c];
-          for (int j = i + 1; j < kRows; ++j) s -= A[j * lda + i] * X[j * ldx + c];
-          X[i * ldx + c] = s;
-        }
+    for (int c = 0; c < cols; ++c)
+      for (int i = 1; i < kRows; ++i) {
+        float s = X[i * ldx + c];
+        for (int j = 0; j < i; ++j) s -= A[i * lda + j] * X[j * ldx + c];
+        X[i * ldx + c] = s;
       }
-    }
   }
 
  private:
@@ -116,7 +115,8 @@ class CpuBlock {
     const float* src;
     int lds, rows, cols;
   };
-  // The loads issued since the last sync (programs take the executor as const, as the CUDA one is stateless).
+  // The loads issued and not landed yet, in issue order (programs take the executor as const, as the CUDA one is
+  // stateless).
   mutable std::vector<Load> pending_;
 
   static bool aligned(const float* p, int bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }

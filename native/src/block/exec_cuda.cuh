@@ -28,6 +28,13 @@ class CudaBlock {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
   }
+  // The same, leaving the Pending loads issued last in flight: each load is one commit group, and every thread
+  // commits one for each load (an empty group where it copies nothing), so the counts agree across the block.
+  template <int Pending>
+  __device__ __forceinline__ void sync_all_but() const {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+    __syncthreads();
+  }
   template <class F>
   __device__ __forceinline__ void single(F&& f) const {
     if (threadIdx.x == 0) f();
@@ -89,8 +96,9 @@ class CudaBlock {
     }
   }
 
-  // 16-byte cp.async copies, cached in L2 only (each element is read once a block), one group committed; the
-  // next sync() waits for them.
+  // 16-byte cp.async copies, cached in L2 only (each element is read once a block), one group committed by every
+  // thread (empty where it copies nothing); the next sync() waits for them, a sync_all_but<n>() unless they are
+  // among the n issued last.
   __device__ __forceinline__ void load(float* dst, int ldd, const float* src, int lds, int rows, int cols) const {
     const int quads = cols / 4;
     for (int i = threadIdx.x; i < rows * quads; i += kBlockThreads) {
@@ -113,28 +121,18 @@ class CudaBlock {
 
   // One right-hand-side column a thread, carried through the substitution in registers; A's entries are read by
   // every thread at the same address (shared-memory broadcasts).
-  __device__ __forceinline__ void solve16(const float* A, int lda, float* X, int ldx, int cols, bool transposed) const {
+  __device__ __forceinline__ void solve16(const float* A, int lda, float* X, int ldx, int cols) const {
     constexpr int kRows = 16;
     for (int c = threadIdx.x; c < cols; c += kBlockThreads) {
       float x[kRows];
 #pragma unroll
       for (int i = 0; i < kRows; ++i) x[i] = X[i * ldx + c];
-      if (!transposed) {
 #pragma unroll
-        for (int i = 1; i < kRows; ++i) {
-          float s = x[i];
+      for (int i = 1; i < kRows; ++i) {
+        float s = x[i];
 #pragma unroll
-          for (int j = 0; j < i; ++j) s -= A[i * lda + j] * x[j];
-          x[i] = s;
-        }
-      } else {
-#pragma unroll
-        for (int i = kRows - 2; i >= 0; --i) {
-          float s = x[i];
-#pragma unroll
-          for (int j = i + 1; j < kRows; ++j) s -= A[j * lda + i] * x[j];
-          x[i] = s;
-        }
+        for (int j = 0; j < i; ++j) s -= A[i * lda + j] * x[j];
+        x[i] = s;
       }
 #pragma unroll
       for (int i = 0; i < kRows; ++i) X[i * ldx + c] = x[i];

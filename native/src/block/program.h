@@ -6,9 +6,15 @@
 // A program is a struct with the kernel's arguments, its thread count and shared memory (kThreads, kSharedFloats:
 // compile-time, like every dimension, so index arithmetic folds into shifts) and
 //   template <class Exec> void run(const Exec& ex, float* shared, int64_t block) const
-// written bulk-synchronously: phases of data-parallel work separated by ex.sync(). The executor gives
+// written bulk-synchronously: phases of data-parallel work separated by barriers (ex.sync, ex.sync_all_but).
+// The executor gives
 //   ex.for_each(n, f)          f(i) for every i in [0, n), spread over the threads, in no order
 //   ex.sync()                  barrier: every shared write before it is visible to every read after it
+//   ex.sync_all_but<n>()       the same, but the n most recently issued loads that are still pending (all of them
+//                              if fewer) stay in flight, their regions still neither read nor written: a phase
+//                              starts on what its first loads bring while later phases' operands come in. The
+//                              GPU counts loads per thread, so every thread must issue every load (loads in
+//                              block-uniform control flow); the CPU executor cannot tell if one does not
 //   ex.single(f)               f() on one thread
 //   ex.decays(g, cum, e, f)    the chunk's decays from its 64 log-decays g: cum = cumsum(g), e = exp(cum),
 //                              f = exp(cum_last - cum)
@@ -18,8 +24,9 @@
 //   ex.copy(dst, ldd, src, lds, rows, cols)   a rows x cols block (cols, ld and pointers in whole float4s), done
 //                              when it returns: shared memory to global memory
 //   ex.load(dst, ldd, src, lds, rows, cols)   the same from global memory into shared memory, asynchronous: it
-//                              lands by the next ex.sync(), and until then dst must be neither read nor written
-//                              (the CPU executor fills it with NaN when issued and copies at the sync, so a program
+//                              lands by the next ex.sync() (or ex.sync_all_but<n>() that does not leave it in
+//                              flight), and until then dst must be neither read nor written (the CPU executor
+//                              fills it with NaN when issued and copies when it lands, so a program
 //                              that breaks this fails the tests). A phase's loads come first in it, and a load
 //                              into a region whose old content the phase still reads is a race.
 //   ex.mm(M, N, terms, count, C, ldc, beta)   C = beta·C + Σ alpha·op(A)·op(B) (M, N multiples of 16, K of 8;
@@ -27,10 +34,10 @@
 //                              tensor cores' tile loads need; A and B in shared memory: the CUDA executor reads them
 //                              with shared-memory instructions, and a global address there reads garbage; beta = 0
 //                              does not read C; C must not overlap an operand)
-//   ex.solve16(A, lda, X, ldx, cols, transposed)   X ← (I + SL(A))⁻¹ X, or (I + SL(A))⁻ᵀ X, for 16 rows (SL: the
-//                              strictly lower part of A's 16 x 16 block)
-// Nothing but ex.sum and ex.sync synchronises: a phase may only read what an earlier phase wrote. Only ex.sync
-// completes loads (ex.sum's barriers do not).
+//   ex.solve16(A, lda, X, ldx, cols)   X ← (I + SL(A))⁻¹ X for 16 rows (SL: the strictly lower part of A's 16 x 16
+//                              block)
+// Nothing but ex.sum and ex.sync(_all_but) synchronises: a phase may only read what an earlier phase wrote. Only
+// ex.sync(_all_but) completes loads (ex.sum's barriers do not).
 //
 // Why loads are asynchronous: these kernels run one or two blocks an SM, and a synchronous copy or an elementwise
 // pass over global memory has a thread wait for each of its loads in turn (the compiler cannot move a load above

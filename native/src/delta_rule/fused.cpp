@@ -64,14 +64,14 @@ struct DeltaRuleKernels : public torch::autograd::Function<DeltaRuleKernels> {
     const bool tf32 = tf32_products(q);
     delta_rule::ForwardSaved saved;
     at::Tensor out = run_forward(q, k, v, beta, g, &saved, tf32);
-    ctx->save_for_backward({q, k, v, beta, g, saved.states, saved.U, saved.W});
+    ctx->save_for_backward({q, k, v, beta, g, saved.states, saved.U, saved.W, saved.T});
     ctx->saved_data["tf32"] = tf32;
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     BackwardNodeTimer timer("gdn.delta_rule");
     const variable_list saved = ctx->get_saved_variables();
-    auto r = run_backward(saved[0], saved[1], saved[2], saved[3], saved[4], {saved[5], saved[6], saved[7]},
+    auto r = run_backward(saved[0], saved[1], saved[2], saved[3], saved[4], {saved[5], saved[6], saved[7], saved[8]},
                           dense(grads[0]), ctx->saved_data["tf32"].toBool());
     return {r[0], r[1], r[2], r[3], r[4]};
   }

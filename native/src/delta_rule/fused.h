@@ -17,7 +17,8 @@ bool delta_rule_kernels_support(const at::Tensor& q, const at::Tensor& v);
 bool delta_rule_kernels_apply(const at::Tensor& q, const at::Tensor& v);
 
 // Inputs and output as delta_rule_chunks (float32; q L2-normalised and scaled, k L2-normalised, padded to whole
-// chunks). Differentiable; saves its inputs, the chunks' starting states and the solve's U and W for the backward.
+// chunks). Differentiable; saves its inputs, the chunks' starting states, the solve's U and W and its inverse T
+// for the backward.
 at::Tensor delta_rule_kernels(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                               const at::Tensor& g);
 

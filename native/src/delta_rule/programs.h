@@ -12,14 +12,17 @@
 // Backward, with dS the gradient of the state after chunk n (zero after the last):
 //   reverse scan:  dV = Kend dS + intraᵀ dO;  dS ← dec dS + Qdᵀ dO − Wᵀ dV
 //   per chunk:     dKend = V dSᵀ, ddec = ⟨S_n, dS⟩, dQd = dO S_nᵀ, dintra = dO Vᵀ, dW = −dV S_nᵀ;
-//                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW], dA = −SL(dR [U | W]ᵀ), then back to q, k, v, β, g.
+//                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW] = [dV | dW] + Tᵀ [dV | dW] with T = (I + SL(A))⁻¹ − I,
+//                  dA = −SL(dR [U | W]ᵀ), then back to q, k, v, β, g.
 //
 // Tensors: q, k, v, U, W, V, O, Kend, Qd and their gradients [B·H·N chunks, 64, D] float32 (a sequence's chunks
-// consecutive), β, g [chunks, 64], S states [chunks, D, D], intra and dintra [chunks, 64, 64], ddec [chunks].
+// consecutive), β, g [chunks, 64], S states [chunks, D, D], T, intra and dintra [chunks, 64, 64], ddec [chunks].
 // What goes through global memory between the kernels is about what the ATen version materialises too; the gain
 // is that each kernel reads a chunk's tensors once instead of ~150 ATen operations a layer passing over them.
-// The forward keeps U and W for the backward beside the states (2 x 117 MB a layer at 16 rows of ~420 tokens, 32
-// heads of 128): the backward recomputes only the cheap chunk terms (ChunkTerms), not the solve.
+// The forward keeps U, W and T for the backward beside the states (2 x 117 + 59 MB a layer at 16 rows of ~420
+// tokens, 32 heads of 128): the backward recomputes only the cheap chunk terms (ChunkTerms), and its transposed
+// solve is a product with T instead of four rounds of serial substitutions. T leaves out the inverse's unit
+// diagonal so that the identity's share of the result, [dV | dW] itself, stays exact where the product is TF32.
 // The solves run in blocks of 16 rows (unit_lower_solve): products for the off-diagonal blocks, so in TF32 on a
 // bfloat16 model like the rest, and float32 substitutions inside the diagonal ones.
 //
@@ -62,53 +65,55 @@ RLLOOP_BLOCK_FN inline float pair_decay(const float* cum, int i, int j) {
   return j <= i ? expf(cum[i] - cum[j]) : 0.0f;
 }
 
-// X ← (I + SL(A))⁻¹ X (or ⁻ᵀ) for A 64 x 64 (leading dimension LDA) and X 64 x NC, in blocks of 16 rows:
-// each block row takes the products with the rows already solved (one matrix product, on the tensor cores where
-// the executor has them), then a 16-row substitution, one column a thread.
+// X ← (I + SL(A))⁻¹ X for A 64 x 64 (leading dimension LDA) and X 64 x NC, in blocks of 16 rows: each block row
+// takes the products with the rows already solved (one matrix product, on the tensor cores where the executor has
+// them), then a 16-row substitution, one column a thread.
 template <int NC, int LDA = kChunkLd, class Exec>
-RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, int ldx, bool transposed) {
+RLLOOP_BLOCK_FN void unit_lower_solve(const Exec& ex, const float* A, float* X, int ldx) {
   constexpr int kBlock = 16, kBlocks = kChunk / kBlock;
-  for (int step = 0; step < kBlocks; ++step) {
-    const int b = transposed ? kBlocks - 1 - step : step, r0 = b * kBlock;
-    if (step > 0) {
-      // forward: X_b −= A[b, :b] X[:b]; transposed: X_b −= (A[b+1:, b])ᵀ X[b+1:]
-      const Term t = transposed ? Term{A + (r0 + kBlock) * LDA + r0, LDA, true, X + (r0 + kBlock) * ldx, ldx,
-                                       false, kChunk - r0 - kBlock, -1.0f}
-                                : Term{A + r0 * LDA, LDA, false, X, ldx, false, r0, -1.0f};
+  for (int b = 0; b < kBlocks; ++b) {
+    const int r0 = b * kBlock;
+    if (b > 0) {
+      const Term t{A + r0 * LDA, LDA, false, X, ldx, false, r0, -1.0f};  // X_b −= A[b, :b] X[:b]
       ex.mm(kBlock, NC, &t, 1, X + r0 * ldx, ldx, 1.0f);
       ex.sync();
     }
-    ex.solve16(A + r0 * LDA + r0, LDA, X + r0 * ldx, ldx, NC, transposed);
+    ex.solve16(A + r0 * LDA + r0, LDA, X + r0 * ldx, ldx, NC);
     ex.sync();
   }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Prep (the forward; one block per chunk): U, W and Kend = k·f. The forward keeps U and W for the backward.
+// Prep (the forward; one block per chunk): U, W and Kend = k·f, and for the backward the solve's inverse less its
+// unit diagonal, T = (I + SL(A))⁻¹ − I (strictly lower), solved beside them as the identity's columns: the same
+// substitutions column by column, so U and W come out the same with or without it. The forward keeps U, W and T for
+// the backward; a forward without one (no gradient) passes T = nullptr and solves U and W only.
 template <int D>
 struct Prep {
   static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 256;
-  static constexpr int kLdR = row_ld(2 * D);
-  // R: [v | k], scaled to [v·β | k·β·e] and solved in place to [U | W]
+  static constexpr int kLdR = row_ld(2 * D + kChunk);
+  // R: [v | k | I], scaled to [v·β | k·β·e | I] and solved in place to [U | W | T + I]
   static constexpr int64_t kR = 0, kA = kR + region(kChunk * kLdR), kVectors = kA + region(kChunk * kChunkLd),
                            kSharedFloats = kVectors + 4 * kChunk;
 
   const float *k, *v, *beta, *g;
-  float *U, *W, *Kend;
+  float *U, *W, *Kend, *T;
 
   template <class Exec>
   RLLOOP_BLOCK_FN void run(const Exec& ex, float* shared, int64_t chunk) const {
     float *sR = shared + kR, *sA = shared + kA;
     float *cum = shared + kVectors, *e = cum + kChunk, *f = e + kChunk, *sbeta = f + kChunk;
-    float* sk = sR + D;  // the right half
+    float* sk = sR + D;  // the middle part
+    float* sI = sR + 2 * D;  // the right part
     const int64_t at = chunk * kChunk * D, at_c = chunk * kChunk;
 
     ex.load(sk, kLdR, k + at, D, kChunk, D);
-    ex.load(sR, kLdR, v + at, D, kChunk, D);
     ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
+    ex.load(sR, kLdR, v + at, D, kChunk, D);
     ex.decays(g + at_c, cum, e, f);
-    ex.sync();
+    if (T) ex.for_each(kChunk * kChunk, [&](int x) { sI[(x / kChunk) * kLdR + x % kChunk] = x / kChunk == x % kChunk ? 1.0f : 0.0f; });
+    ex.template sync_all_but<1>();  // k and β: k kᵀ and Kend run while v lands
     const Term kk{sk, kLdR, false, sk, kLdR, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
     ex.for_each(kChunk * D, [&](int x) { Kend[at + x] = sk[(x / D) * kLdR + x % D] * f[x / D]; });
@@ -120,14 +125,23 @@ struct Prep {
     ex.for_each(kChunk * D, [&](int x) { sk[(x / D) * kLdR + x % D] *= sbeta[x / D] * e[x / D]; });
     ex.for_each(kChunk * D, [&](int x) { sR[(x / D) * kLdR + x % D] *= sbeta[x / D]; });
     ex.sync();
-    unit_lower_solve<2 * D>(ex, sA, sR, kLdR, /*transposed=*/false);
+    if (T) {
+      unit_lower_solve<2 * D + kChunk>(ex, sA, sR, kLdR);
+      float* out = T + chunk * kChunk * kChunk;
+      ex.for_each(kChunk * kChunk, [&](int x) {  // less its unit diagonal
+        const int i = x / kChunk, j = x % kChunk;
+        out[x] = i == j ? 0.0f : sI[i * kLdR + j];
+      });
+    } else {
+      unit_lower_solve<2 * D>(ex, sA, sR, kLdR);
+    }
     ex.copy(U + at, D, sR, kLdR, kChunk, D);
     ex.copy(W + at, D, sk, kLdR, kChunk, D);
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// The backward's chunk terms beside the forward's U and W (one block per chunk): intra = (q kᵀ) ⊙ P, Qd = q·e and
+// The backward's chunk terms beside what the forward kept (one block per chunk): intra = (q kᵀ) ⊙ P, Qd = q·e and
 // Kend = k·f — two loads and one 64 x 64 product, where recomputing U and W took the solve as well.
 template <int D>
 struct ChunkTerms {
@@ -244,10 +258,10 @@ struct Output {
     ex.load(sS, kLdB, states + chunk * D * D, D, D, D);
     ex.load(sV, kLdB, V + at, D, kChunk, D);
     ex.decays(g + chunk * kChunk, cum, e, f);
-    ex.sync();
+    ex.template sync_all_but<2>();  // q and k: q kᵀ and its decays run while S_n and V land
     const Term qk{sq, kLd, false, sk, kLd, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &qk, 1, sI, kChunkLd, 0.0f);
-    ex.sync();
+    ex.template sync_all_but<2>();  // a barrier only: S_n and V still in flight
     ex.for_each(kChunk * kChunk, [&](int x) {
       const int i = x / kChunk, j = x % kChunk;
       sI[i * kChunkLd + j] *= pair_decay(cum, i, j);
@@ -323,13 +337,19 @@ struct ScanBackward {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// The gradients that go through the states (one block per chunk): dKend, dQd, dW, dintra and ddec.
+// The gradients that go through the states (one block per chunk): dKend, dQd, dW, dintra and ddec. The loads are
+// staged so that each phase waits for its own operands only: V = U − W S_n starts when S_n, W and U are in, while
+// dO and dV come; the state gradient dS comes in two parts by rows, into W's rows once V is made and into dV's once
+// dW is, and dKend = V dSᵀ takes its columns in the same two parts (column j reads dS's row j), the first while
+// the second part of dS lands.
 template <int D>
 struct StateGrads {
   static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
   static constexpr int kLd = row_ld(D);
   static constexpr int kRowsM = 2 * kChunk > D ? 2 * kChunk : D;
+  // dS's rows that go into W's place (its 64 rows: all of dS for D ≤ 64), and the rest into dV's
+  static constexpr int kTop = D < kChunk ? D : kChunk, kBottom = D - kTop;
   // S: S_n. M: W on top of dV, then dS. V: U, then V.
   static constexpr int64_t kS = 0, kM = kS + region(D * kLd), kV = kM + region(kRowsM * kLd),
                            kdO = kV + region(kChunk * kLd), kSharedFloats = kdO + region(kChunk * kLd);
@@ -342,53 +362,61 @@ struct StateGrads {
     float *sS = shared + kS, *sM = shared + kM, *sV = shared + kV, *sdO = shared + kdO;
     float* sdV = sM + kChunk * kLd;
     const int64_t at = chunk * kChunk * D;
+    const float* dS = dS_next + chunk * D * D;
 
     ex.load(sS, kLd, states + chunk * D * D, D, D, D);
     ex.load(sM, kLd, W + at, D, kChunk, D);
-    ex.load(sdV, kLd, dV + at, D, kChunk, D);
     ex.load(sV, kLd, U + at, D, kChunk, D);
     ex.load(sdO, kLd, dO + at, D, kChunk, D);
-    ex.sync();
+    ex.load(sdV, kLd, dV + at, D, kChunk, D);
+    ex.template sync_all_but<2>();  // S_n, W, U
     const Term ws{sM, kLd, false, sS, kLd, false, D, -1.0f};
     ex.mm(kChunk, D, &ws, 1, sV, kLd, 1.0f);  // V = U − W S_n
+    ex.sync();
+    ex.load(sM, kLd, dS, D, kTop, D);  // W is used up
     const Term os{sdO, kLd, false, sS, kLd, true, D, 1.0f};
     ex.mm(kChunk, D, &os, 1, dQd + at, D, 0.0f);  // dQd = dO S_nᵀ
     const Term vs{sdV, kLd, false, sS, kLd, true, D, -1.0f};
     ex.mm(kChunk, D, &vs, 1, dW + at, D, 0.0f);  // dW = −dV S_nᵀ
-    ex.sync();
-    ex.load(sM, kLd, dS_next + chunk * D * D, D, D, D);  // W and dV are used up
     const Term ov{sdO, kLd, false, sV, kLd, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &ov, 1, dintra + chunk * kChunk * kChunk, kChunk, 0.0f);  // dintra = dO Vᵀ
     ex.sync();
+    if constexpr (kBottom > 0) ex.load(sdV, kLd, dS + kTop * D, D, kBottom, D);  // dV is used up
+    const Term top{sV, kLd, false, sM, kLd, true, D, 1.0f};
+    ex.mm(kChunk, kTop, &top, 1, dKend + at, D, 0.0f);  // dKend's first columns: V dS[:kTop]ᵀ
+    ex.sync();
+    if constexpr (kBottom > 0) {
+      const Term bottom{sV, kLd, false, sdV, kLd, true, D, 1.0f};
+      ex.mm(kChunk, kBottom, &bottom, 1, dKend + at + kTop, D, 0.0f);  // and the rest
+    }
     const float dot = ex.sum(D * D, [&](int x) { return sS[(x / D) * kLd + x % D] * sM[(x / D) * kLd + x % D]; });
     ex.single([&] { ddec[chunk] = dot; });  // ⟨S_n, dS⟩
-    const Term vd{sV, kLd, false, sM, kLd, true, D, 1.0f};
-    ex.mm(kChunk, D, &vd, 1, dKend + at, D, 0.0f);  // dKend = V dSᵀ
   }
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// The gradients inside a chunk (one block per chunk): through the transposed solve and the chunk terms back to
-// q, k, v, β and g.
+// The gradients inside a chunk (one block per chunk): through the transposed solve, a product with the inverse the
+// forward kept, and the chunk terms back to q, k, v, β and g.
 template <int D>
 struct IntraGrads {
   static_assert(kShapesFit<D>, "head size: a multiple of 16");
   static constexpr int kThreads = 512;
-  // k: mostly the B of dKK k, dQKᵀ… and dQK k; R: the solve's B and accumulator, q's B, dkb's and grad_q's
-  // accumulator; M1-M3: accumulators and transposed A operands (column strides, col_ld); X and Y: row strides
-  static constexpr int ld = row_ld(D), ldK = col_ld(D), ldR = col_ld(2 * D), ldM = col_ld(kChunk);
-  // R: [dV | dW] → [dv·β | dk·β·e]; then q on the left, and on the right dk·β = dkb, then grad_q.
-  // X: U, W, then dKend, summed into grad_k. Y: v, intra (ld kChunkLd: wider than D's rows below D = 64), then dQd.
-  // M1: k kᵀ, A, then d log P. M2: dA, then dKK = dA ⊙ P (rows scaled by β for grad_k). M3: dintra, then
-  // dQK = dintra ⊙ P.
+  // k: mostly the B of dKK k, dQKᵀ… and dQK k; R: Tᵀ [dV | dW]'s accumulator, q's B, dkb's and grad_q's
+  // accumulator; M1-M3: accumulators and transposed A operands (column strides, col_ld); X and Y: row strides,
+  // but for dV and dW, the B of Tᵀ [dV | dW] (column strides: the regions are sized for those)
+  static constexpr int ld = row_ld(D), ldB = col_ld(D), ldK = col_ld(D), ldR = col_ld(2 * D), ldM = col_ld(kChunk);
+  // R: [dV | dW], then [dv·β | dk·β·e]; then q on the left, and on the right dk·β = dkb, then grad_q.
+  // X: dV, v, W, then dKend, summed into grad_k. Y: dW, U, intra (ld kChunkLd: wider than D's rows below D = 64),
+  // then dQd. M1: k kᵀ, A, then d log P. M2: T, dA, then dKK = dA ⊙ P (rows scaled by β for grad_k). M3: dintra,
+  // then dQK = dintra ⊙ P.
   // Vectors: cum, e, f, β, Σ dvb ⊙ v, Σ dkb ⊙ k, Σ dkbe ⊙ k, Σ dQd ⊙ q, Σ dKend ⊙ k, d log P's row and column
   // sums, ddec (one float of the last).
   static constexpr int64_t kK = 0, kR = kK + region(kChunk * ldK), kX = kR + region(kChunk * ldR),
-                           kY = kX + region(kChunk * ld), kM1 = kY + region(kChunk * (ld > kChunkLd ? ld : kChunkLd)),
+                           kY = kX + region(kChunk * ldB), kM1 = kY + region(kChunk * (ldB > kChunkLd ? ldB : kChunkLd)),
                            kM2 = kM1 + region(kChunk * ldM), kM3 = kM2 + region(kChunk * ldM),
                            kVectors = kM3 + region(kChunk * ldM), kSharedFloats = kVectors + 12 * kChunk;
 
-  const float *q, *k, *v, *beta, *g, *U, *W, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
+  const float *q, *k, *v, *beta, *g, *U, *W, *T, *intra, *dV, *dW, *dKend, *dQd, *dintra, *ddec;
   float *grad_q, *grad_k, *grad_v, *grad_beta, *grad_g;
 
   template <class Exec>
@@ -403,35 +431,46 @@ struct IntraGrads {
     float* sq = sR;        // the left half, once dv·β is used up
     const auto X = [&](float* m, int ldm, int x) -> float& { return m[(x / D) * ldm + x % D]; };  // element x of 64 x D
 
+    // k and β first: k kᵀ and A run while T, dV and dW land; each later phase loads into what the one before used
+    // up, and waits only for what it reads.
     ex.load(sk, ldK, k + at, D, kChunk, D);
-    ex.load(sR, ldR, dV + at, D, kChunk, D);
-    ex.load(sR + D, ldR, dW + at, D, kChunk, D);
-    ex.load(sX, ld, U + at, D, kChunk, D);
-    ex.load(sY, ld, v + at, D, kChunk, D);
-    ex.load(M3, ldM, dintra + at_m, kChunk, kChunk, kChunk);
     ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
+    ex.load(M2, ldM, T + at_m, kChunk, kChunk, kChunk);
+    ex.load(sX, ldB, dV + at, D, kChunk, D);
+    ex.load(sY, ldB, dW + at, D, kChunk, D);
+    ex.load(M3, ldM, dintra + at_m, kChunk, kChunk, kChunk);
     ex.single([&] { *sddec = ddec[chunk]; });
     ex.decays(g + at_c, cum, e, f);
-    ex.sync();
+    ex.template sync_all_but<4>();  // k, β
     const Term kk{sk, ldK, false, sk, ldK, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &kk, 1, M1, ldM, 0.0f);
-    ex.sync();
+    ex.template sync_all_but<1>();  // T, dV, dW
     ex.for_each(kChunk * kChunk, [&](int x) {  // A, strictly lower
       const int i = x / kChunk, j = x % kChunk;
       M1[i * ldM + j] = j < i ? sbeta[i] * M1[i * ldM + j] * expf(cum[i] - cum[j]) : 0.0f;
     });
-    ex.sync();
-    unit_lower_solve<2 * D, ldM>(ex, M1, sR, ldR, /*transposed=*/true);  // dR = (I + SL(A))⁻ᵀ [dV | dW]
-    const Term ru{sR, ldR, false, sX, ld, true, D, -1.0f};
-    ex.mm(kChunk, kChunk, &ru, 1, M2, ldM, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below
-    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * ldR + c] * sY[r * ld + c]; });
-    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ldK + c]; });
+    ex.for_each(kChunk * D, [&](int x) { X(sR, ldR, x) = X(sX, ldB, x); });
+    ex.for_each(kChunk * D, [&](int x) { X(sdkb, ldR, x) = X(sY, ldB, x); });
+    ex.template sync_all_but<1>();  // a barrier only: dintra may still be in flight
+    // [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW] = [dV | dW] + Tᵀ [dV | dW]
+    const Term tdv{M2, ldM, true, sX, ldB, false, kChunk, 1.0f}, tdw{M2, ldM, true, sY, ldB, false, kChunk, 1.0f};
+    ex.mm(kChunk, D, &tdv, 1, sR, ldR, 1.0f);
+    ex.mm(kChunk, D, &tdw, 1, sdkb, ldR, 1.0f);
+    ex.template sync_all_but<1>();  // a barrier only
+    ex.load(sX, ld, v + at, D, kChunk, D);  // dV and dW are used up
+    ex.load(sY, ld, U + at, D, kChunk, D);
     ex.for_each(kChunk * D, [&](int x) { grad_v[at + x] = X(sR, ldR, x) * sbeta[x / D]; });
-    ex.sync();
-    ex.load(sX, ld, W + at, D, kChunk, D);
-    ex.load(sY, kChunkLd, intra + at_m, kChunk, kChunk, kChunk);
-    ex.load(sq, ldR, q + at, D, kChunk, D);
-    ex.sync();
+    ex.row_sums(kChunk, D, de_k, [&](int r, int c) { return sR[r * ldR + D + c] * sk[r * ldK + c]; });
+    ex.template sync_all_but<1>();  // dintra, v
+    ex.row_sums(kChunk, D, beta_v, [&](int r, int c) { return sR[r * ldR + c] * sX[r * ld + c]; });
+    ex.sync();  // U
+    ex.load(sX, ld, W + at, D, kChunk, D);  // v is used up
+    const Term ru{sR, ldR, false, sY, ld, true, D, -1.0f};
+    ex.mm(kChunk, kChunk, &ru, 1, M2, ldM, 0.0f);  // dA = −(dvb Uᵀ + dkbe Wᵀ), masked below; T is used up
+    ex.template sync_all_but<1>();  // a barrier only: W may still be in flight
+    ex.load(sY, kChunkLd, intra + at_m, kChunk, kChunk, kChunk);  // U is used up
+    ex.load(sq, ldR, q + at, D, kChunk, D);                       // dv·β is used up
+    ex.template sync_all_but<2>();  // W
     const Term rw{sR + D, ldR, false, sX, ld, true, D, -1.0f};
     ex.mm(kChunk, kChunk, &rw, 1, M2, ldM, 1.0f);
     ex.sync();

@@ -35,13 +35,14 @@ at::Tensor forward_for(const Run& run, const at::Tensor& q, const at::Tensor& k,
   constexpr int BV = kScanColumns<D>;
   const Shape s(q);
   at::Tensor U = at::empty_like(v), W = at::empty_like(k), Kend = at::empty_like(k);
-  run(Prep<D>{in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend)}, s.chunks);
+  at::Tensor T = saved ? at::empty({q.size(0), q.size(1), s.N, kChunk, kChunk}, q.options()) : at::Tensor();
+  run(Prep<D>{in(k), in(v), in(beta), in(g), out(U), out(W), out(Kend), saved ? out(T) : nullptr}, s.chunks);
   at::Tensor V = at::empty_like(v), S = at::empty({q.size(0), q.size(1), s.N, D, D}, q.options());
   run(ScanForward<D, BV>{in(U), in(W), in(Kend), in(g), out(V), out(S), static_cast<int>(s.N)}, s.sequences * (D / BV));
   Kend.reset();
   at::Tensor O = at::empty_like(v);
   run(Output<D>{in(q), in(k), in(g), in(V), in(S), out(O)}, s.chunks);
-  if (saved) *saved = {S, U, W};
+  if (saved) *saved = {S, U, W, T};
   return O;
 }
 
@@ -53,6 +54,7 @@ std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, cons
   const Shape s(q);
   const auto chunk_matrices = [&] { return at::empty({q.size(0), q.size(1), s.N, kChunk, kChunk}, q.options()); };
   const at::Tensor &U = saved.U, &W = saved.W, &states = saved.states;
+  TORCH_CHECK(saved.T.defined(), "delta rule kernels: the backward needs the forward's T (a forward with `saved`)");
   at::Tensor Kend = at::empty_like(k), Qd = at::empty_like(q), intra = chunk_matrices();
   run(ChunkTerms<D>{in(q), in(k), in(g), out(intra), out(Qd), out(Kend)}, s.chunks);
 
@@ -70,7 +72,7 @@ std::array<at::Tensor, 5> backward_for(const Run& run, const at::Tensor& q, cons
 
   at::Tensor grad_q = at::empty_like(q), grad_k = at::empty_like(k), grad_v = at::empty_like(v);
   at::Tensor grad_beta = at::empty_like(beta), grad_g = at::empty_like(g);
-  run(IntraGrads<D>{in(q), in(k), in(v), in(beta), in(g), in(U), in(W), in(intra), in(dV), in(dW), in(dKend),
+  run(IntraGrads<D>{in(q), in(k), in(v), in(beta), in(g), in(U), in(W), in(saved.T), in(intra), in(dV), in(dW), in(dKend),
                     in(dQd), in(dintra), in(ddec), out(grad_q), out(grad_k), out(grad_v), out(grad_beta), out(grad_g)},
       s.chunks);
   return {grad_q, grad_k, grad_v, grad_beta, grad_g};

@@ -152,9 +152,10 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   // in the model dtype, measured on one H200 at the 9B shapes with nothing recomputed (peak less what was
   // allocated before the steps, over 32 layers and the batch's padded tokens): with every kernel, 14.2-14.5 in four
   // runs (53.2-53.5 GiB at 16 rows of 423 tokens, the delta rule's U and W included; the range is whether the peak
-  // came before the optimizer state existed: bench/RESULTS.md), used as 15; the configurations below are
+  // came before the optimizer state existed: bench/RESULTS.md); the solve's inverse T, kept as well, adds 64 float32s
+  // a token and value head in the 24 of 32 layers that have one, 0.75 more: used as 15.5; the configurations below are
   // diagnostics, measured on earlier code: without the delta-rule kernels 14 (52.1 GiB), without the norm kernels
-  // 6 more (61.6 GiB, plus U and W's 3 when the delta-rule kernels run), autograd's delta-rule backward 34
+  // 6 more (61.6 GiB, plus U, W and T's 3.75 when the delta-rule kernels run), autograd's delta-rule backward 34
   // (83.9 GiB). Apart from the layers, the head: about 14 bytes a scored logit (the logits in the model dtype,
   // their float32 log-softmax kept for the backward, its gradient), B·K·vocab of them.
   constexpr double kGiB = 1ull << 30;
@@ -165,8 +166,8 @@ size_t Qwen35Model::checkpointed_layers(const PreparedBatch& batch) const {
   const double budget = peak_target - static_cast<double>(device_memory_stats(device_).allocated_bytes) - head;
   const bool norm_kernels = cuda_kernel_enabled("norm"), delta_rule_kernels = cuda_kernel_enabled("delta_rule");
   const double hidden_vectors = !delta_rule_backward_is_manual()          ? 34.0
-                                : norm_kernels && delta_rule_kernels      ? 15.0
-                                : (norm_kernels ? 14.0 : 20.0) + (delta_rule_kernels ? 3.0 : 0.0);
+                                : norm_kernels && delta_rule_kernels      ? 15.5
+                                : (norm_kernels ? 14.0 : 20.0) + (delta_rule_kernels ? 3.75 : 0.0);
   const double per_token_layer = (hidden_vectors * t.hidden_size + 6.0 * t.intermediate_size) * c10::elementSize(dtype_);
   const double per_layer = per_token_layer * static_cast<double>(batch.B * batch.L);
   if (per_layer <= 0) return 0;
