@@ -47,13 +47,17 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     return { root, workDir, config };
   }
 
-  const settled = (e: LoopEnv, ids: string[], workDir: string) => waitFor("every rollout accounted for and nothing pending", async () => {
+  const settled = (e: LoopEnv, ids: string[], workDir: string, daemon: DaemonProcess) => waitFor("every rollout accounted for and nothing pending", async () => {
     const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
     if (!info || info.num_ack_pending > 0 || info.num_pending > 0) return null;
     const a = await accounting(e, workDir);
     return misaccounted(a, ids).length === 0 ? a : null;
   }, 90_000).catch(async (err: Error) => {
-    throw new Error(`${err.message}: ${misaccounted(await accounting(e, workDir), ids).join("; ")}`);
+    // what the consumer and the daemon were doing: a rare failure is then diagnosable from CI's log
+    const info = await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY)).catch(() => null);
+    throw new Error(`${err.message}: ${misaccounted(await accounting(e, workDir), ids).join("; ")}; consumer: pending ` +
+      `${info?.num_pending}, ack pending ${info?.num_ack_pending}, redelivered ${info?.num_redelivered}; the daemon's last log lines:\n` +
+      daemon.lines.slice(-40).map((l) => JSON.stringify(l)).join("\n"), { cause: err });
   });
 
   it("SIGKILL of the active daemon mid-round, its disk gone: the standby takes over within the lease TTL and continues from the last committed round", async () => {
@@ -79,7 +83,7 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     const takeover = (Date.now() - killed) / 1000;
     await standby.waitForLog("standby's round 2 committed", (l) => l.msg === "round committed" && l.round === 2);
     const resumed = (Date.now() - killed) / 1000;
-    const acc = await settled(e, rollouts.map((r) => r.id), b.workDir);
+    const acc = await settled(e, rollouts.map((r) => r.id), b.workDir, standby);
     expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);
 
     // round 2 continued round 1's adapter and optimizer state, fetched from the object store
@@ -133,7 +137,7 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     expect(record?.adapter.objects).toBeDefined();
     await fetchFolder(await new Objm(e.nc).open(ADAPTER_BUCKET), record!.adapter.objects!, join(e.dir, "committed-objects"));
 
-    const acc = await settled(e, rollouts.map((r) => r.id), b.workDir);
+    const acc = await settled(e, rollouts.map((r) => r.id), b.workDir, standby);
     expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);
     expect((await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished)).map((x) => x.round)).toEqual([1]);
   });
