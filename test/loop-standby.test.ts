@@ -63,7 +63,10 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
   it("SIGKILL of the active daemon mid-round, its disk gone: the standby takes over within the lease TTL and continues from the last committed round", async () => {
     const e = (env = await startLoopEnv());
     const a = host(e, "host-a");
-    const b = host(e, "host-b");
+    // the standby's rounds also close 3 s after they open: a round that closes while its first job runs (republishing
+    // round 1's adapter) takes every rollout admitted by then, more than its 8 rows when that job is slow (a loaded
+    // machine), and the rollouts left over would wait for rows that never come (maxWaitS null)
+    const b = host(e, "host-b", { round: { rows: 8, maxWaitS: 3, minRows: 1 } });
     const active = spawnDaemon(a.config, { RLLOOP_TEST_PAUSE_AT: "training:2" });
     daemons.push(active);
     await active.waitForLog("active started", (l) => l.msg === "daemon started");
@@ -94,7 +97,9 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     expect(existsSync(join(roundDir(b.workDir, POLICY, 1), "adapter", "optimizer.safetensors"))).toBe(true);
     expect(existsSync(join(b.root, "work", "adapters", POLICY, "reference", "adapter_model.safetensors"))).toBe(true);
     const adapters = await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished);
-    expect(adapters.map((x) => x.round)).toEqual([1, 2, 3]);
+    const published = adapters.map((x) => x.round);
+    expect(published.slice(0, 2)).toEqual([1, 2]);
+    expect(published).toEqual(published.map((_, i) => i + 1)); // each round once, in order; how many: how the rollouts fell into rounds
     console.info(`figure: standby took the lease ${takeover.toFixed(1)} s after the SIGKILL (lease.ttlS ${TTL_S}), committed the redone round 2 ${resumed.toFixed(1)} s after it (consumer.ackWaitS 2)`);
     expect(takeover).toBeLessThan(TTL_S + 5);
 
