@@ -1,8 +1,8 @@
 // The block programs' CPU executor (block/program.h): every primitive is a sequential loop, blocks run in
 // parallel over ATen's thread pool, and each block's shared memory starts as NaN, so a read of anything a program
 // did not write first poisons its outputs. Loads are deferred to the barrier that lands them (sync, or
-// sync_all_but for all but the last few) and their destination is NaN until then, as asynchronous as the GPU's may be. Used by the tests; far slower than the ATen formulations on a real
-// CPU workload.
+// sync_all_but for all but the last few) and their destination is NaN until then, as asynchronous as the GPU's
+// may be. Used by the tests; far slower than the ATen formulations on a real CPU workload.
 #pragma once
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>

@@ -6,8 +6,8 @@
 // A program is a struct with the kernel's arguments, its thread count and shared memory (kThreads, kSharedFloats:
 // compile-time, like every dimension, so index arithmetic folds into shifts) and
 //   template <class Exec> void run(const Exec& ex, float* shared, int64_t block) const
-// written bulk-synchronously: phases of data-parallel work separated by barriers (ex.sync, ex.sync_all_but).
-// The executor gives
+// written bulk-synchronously: phases of data-parallel work separated by barriers (ex.sync, ex.sync_all_but). The
+// executor gives
 //   ex.for_each(n, f)          f(i) for every i in [0, n), spread over the threads, in no order
 //   ex.sync()                  barrier: every shared write before it is visible to every read after it
 //   ex.sync_all_but<n>()       the same, but the n most recently issued loads that are still pending (all of them
