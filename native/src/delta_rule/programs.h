@@ -12,7 +12,8 @@
 // Backward, with dS the gradient of the state after chunk n (zero after the last):
 //   reverse scan:  dV = Kend dS + intraᵀ dO;  dS ← dec dS + Qdᵀ dO − Wᵀ dV
 //   per chunk:     dKend = V dSᵀ, ddec = ⟨S_n, dS⟩, dQd = dO S_nᵀ, dintra = dO Vᵀ, dW = −dV S_nᵀ;
-//                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW] = [dV | dW] + Tᵀ [dV | dW] with T = (I + SL(A))⁻¹ − I,
+//                  [dv·β | dk·β·e] = (I + SL(A))⁻ᵀ [dV | dW] = [dV | dW] + Tᵀ [dV | dW]
+//                  with T = (I + SL(A))⁻¹ − I,
 //                  dA = −SL(dR [U | W]ᵀ), then back to q, k, v, β, g.
 //
 // Tensors: q, k, v, U, W, V, O, Kend, Qd and their gradients [B·H·N chunks, 64, D] float32 (a sequence's chunks
@@ -112,7 +113,10 @@ struct Prep {
     ex.load(sbeta, kChunk, beta + at_c, kChunk, 1, kChunk);
     ex.load(sR, kLdR, v + at, D, kChunk, D);
     ex.decays(g + at_c, cum, e, f);
-    if (T) ex.for_each(kChunk * kChunk, [&](int x) { sI[(x / kChunk) * kLdR + x % kChunk] = x / kChunk == x % kChunk ? 1.0f : 0.0f; });
+    if (T) ex.for_each(kChunk * kChunk, [&](int x) {  // the identity
+      const int i = x / kChunk, j = x % kChunk;
+      sI[i * kLdR + j] = i == j ? 1.0f : 0.0f;
+    });
     ex.template sync_all_but<1>();  // k and β: k kᵀ and Kend run while v lands
     const Term kk{sk, kLdR, false, sk, kLdR, true, D, 1.0f};
     ex.mm(kChunk, kChunk, &kk, 1, sA, kChunkLd, 0.0f);
