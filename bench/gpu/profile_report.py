@@ -78,6 +78,17 @@ def print_stalls(events, kernels, gap_us=3000, top=12):
             ops.setdefault(e["args"]["External id"], e["name"])
     ordered = sorted(kernels, key=lambda k: k["ts"])
     gaps = [(b["ts"] - (a["ts"] + a["dur"]), b["name"]) for a, b in zip(ordered, ordered[1:])]
+    print("\nGPU idle between kernels, by gap length (µs): count, ms in all; the ops whose kernels waited longest in gaps of 0.1 ms up to that")
+    edges = [0, 10, 100, 1000, gap_us, float("inf")]
+    for lo, hi in zip(edges, edges[1:]):
+        inside = [g for g in gaps if lo < g[0] <= hi]
+        print(f"  {lo:>6.0f}-{hi:<6.0f} {len(inside):6d} {sum(g for g, _ in inside) / 1e3:9.1f}")
+    stalls = collections.Counter()
+    for (g, _), b in zip(gaps, ordered[1:]):  # the gap waited for b's launch
+        if 100 < g <= gap_us:
+            stalls[ops.get(b.get("args", {}).get("External id"), b["name"])] += g
+    for name, g in stalls.most_common(8):
+        print(f"  {g / 1e3:9.1f} ms before {short(name, 90)}")
     gaps = sorted((g for g in gaps if g[0] > gap_us), reverse=True)
     print(f"\nGPU idle gaps over {gap_us / 1e3:.0f} ms: {len(gaps)}, {sum(g for g, _ in gaps) / 1e3:.1f} ms in all")
     for g, name in gaps[:top]:
