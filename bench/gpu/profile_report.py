@@ -78,7 +78,8 @@ def print_stalls(events, kernels, gap_us=3000, top=12):
             ops.setdefault(e["args"]["External id"], e["name"])
     ordered = sorted(kernels, key=lambda k: k["ts"])
     gaps = [(b["ts"] - (a["ts"] + a["dur"]), b["name"]) for a, b in zip(ordered, ordered[1:])]
-    print("\nGPU idle between kernels, by gap length (µs): count, ms in all; the ops whose kernels waited longest in gaps of 0.1 ms up to that")
+    print(f"\nGPU idle between kernels, by gap length (µs): count, ms in all; then the ops whose kernels waited\n"
+          f"longest in gaps of 0.1-{gap_us / 1e3:.0f} ms (the longer gaps are listed one by one below)")
     edges = [0, 10, 100, 1000, gap_us, float("inf")]
     for lo, hi in zip(edges, edges[1:]):
         inside = [g for g in gaps if lo < g[0] <= hi]
