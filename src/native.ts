@@ -191,6 +191,9 @@ export interface DeltaRuleCheck {
   kernelsTime: DeltaRuleTiming;
   chunksTime: DeltaRuleTiming;
   kernelsApply: boolean; // whether the model would run the kernels on these inputs
+  /** A NaN (CUDA's canonical one, either sign) planted in q, k, v or the output's gradient of one sequence that did
+   *  not reach its results, or reached the other sequence's: empty when every one arrived where it should. */
+  nanLost: string[];
 }
 
 export interface VisionCacheStats {

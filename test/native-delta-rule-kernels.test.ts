@@ -24,6 +24,7 @@ describe("native - fused delta-rule kernels (CPU executor)", () => {
       expect(error, name).toBeLessThanOrEqual(TOLERANCE);
     }
     expect(r.kernelsApply).toBe(false); // on the CPU the model keeps the ATen formulation unless asked
+    expect(r.nanLost).toEqual([]); // a NaN in q, k, v or dO reaches its sequence's results, and only its own
     figure(`delta-rule kernels, D ${dim}, L ${length}: worst relative L2 vs float64`, Math.max(...Object.values(errors)), TOLERANCE);
   });
 

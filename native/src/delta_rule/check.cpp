@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "base/check.h"
@@ -119,6 +120,41 @@ DeltaRuleTiming time_rule(const DeltaRule& rule, const Inputs& in, const at::Dev
   return t;
 }
 
+bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
+
+// A rounding to TF32 by integer add carries CUDA's canonical NaN (all mantissa bits set, what its arithmetic
+// produces) into the sign and the exponent: the operand comes out as a zero and the NaN vanishes from a product,
+// so a round's statistics could look finite. torch's quiet NaN (one mantissa bit) would not show that, hence the
+// bit pattern. Planted in the last real token (its chunk's starting state is not zero), sequence 0 of two.
+std::vector<std::string> lost_nans(const DeltaRuleCheckOptions& o) {
+  DeltaRuleCheckOptions two = o;
+  two.sequences = 2;
+  const Inputs in = random_inputs(two);
+  const int64_t chunk = (o.length - 1) / kChunk, row = (o.length - 1) % kChunk;
+  const char* planted_in[4] = {"q", "k", "v", "the output's gradient"};
+  const char* grad_names[5] = {"q", "k", "v", "beta", "g"};
+  std::vector<std::string> lost;
+  for (int which = 0; which < 4; ++which) {
+    for (const uint32_t bits : {0x7fffffffu, 0xffffffffu}) {
+      std::array<at::Tensor, 5> x = leaves(in, o.device, at::kFloat);
+      at::Tensor dO = in.dO.to(o.device, at::kFloat);
+      at::Tensor& target = which < 3 ? x[which] : dO;
+      target.view(at::kInt).select(1, 0).select(1, chunk).select(1, row).select(1, 0).fill_(static_cast<int32_t>(bits));
+      for (at::Tensor& t : x) t.requires_grad_(true);
+      const at::Tensor out = delta_rule_kernels(x[0], x[1], x[2], x[3], x[4]);
+      out.backward(dO);
+      const std::string what = std::string(bits >> 31 ? "-" : "+") + "NaN in " + planted_in[which] + ": ";
+      if (which < 3 && all_finite(out.select(1, 0))) lost.push_back(what + "the output finite");
+      if (!all_finite(out.select(1, 1))) lost.push_back(what + "the other sequence's output not finite");
+      for (int i = 0; i < 5; ++i) {
+        if (which == 3 && all_finite(x[i].grad().select(1, 0))) lost.push_back(what + "the gradient of " + grad_names[i] + " finite");
+        if (!all_finite(x[i].grad().select(1, 1))) lost.push_back(what + "the other sequence's gradient of " + grad_names[i] + " not finite");
+      }
+    }
+  }
+  return lost;
+}
+
 }  // namespace
 
 DeltaRuleCheck check_delta_rule(const DeltaRuleCheckOptions& o) {
@@ -137,6 +173,7 @@ DeltaRuleCheck check_delta_rule(const DeltaRuleCheckOptions& o) {
     const Run reference = forward_backward(chunks, in, at::kDouble, o.device);
     result.chunks = errors(forward_backward(chunks, in, at::kFloat, o.device), reference);
     result.kernels = errors(forward_backward(kernels, in, at::kFloat, o.device), reference);
+    result.nan_lost = lost_nans(o);
     if (o.repeats > 0) {
       result.chunks_time = time_rule(chunks, in, o.device, o.repeats);
       result.kernels_time = time_rule(kernels, in, o.device, o.repeats);

@@ -1,13 +1,16 @@
 // A diagnostic of the delta rule's two implementations: the fused kernels (delta_rule/fused.h) and the ATen
 // formulation (delta_rule/aten.h), each against a float64 run of the ATen formulation on the same random inputs
 // (shaped and scaled as chunk_gated_delta_rule prepares them, padded to whole chunks), forward and every input's
-// gradient; and, with repeats, both timed (median milliseconds). Behind test/native-delta-rule-kernels.test.ts and
+// gradient; whether a NaN in an input reaches the kernels' results; and, with repeats, both timed (median
+// milliseconds). Behind test/native-delta-rule-kernels.test.ts and
 // bench/gpu/delta_rule_check.mjs (the GPU comparison at the 9B shapes, without the model).
 #pragma once
 #include <ATen/ATen.h>
 
 #include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace rlloop {
 
@@ -35,6 +38,10 @@ struct DeltaRuleCheck {
   DeltaRuleErrors kernels, chunks;
   DeltaRuleTiming kernels_time, chunks_time;
   bool kernels_apply = false;  // whether the model would use the kernels for these inputs (delta_rule_kernels_apply)
+  // The NaNs the kernels lost: one element of q, k, v or the output's gradient set to CUDA's canonical NaN (either
+  // sign) in one of two sequences must make that sequence's output (the gradient's: every input's gradient)
+  // non-finite and leave the other sequence's finite. Empty when every NaN arrived, else what went missing.
+  std::vector<std::string> nan_lost;
 };
 
 DeltaRuleCheck check_delta_rule(const DeltaRuleCheckOptions& options);

@@ -849,7 +849,8 @@ Napi::Value ResetPeakMemoryStatsJs(const Napi::CallbackInfo& info) {
 }
 
 // deltaRuleCheck({sequences, length, dim, seed, device, tf32, repeats}) -> the two delta-rule implementations
-// against a float64 reference, and their timings (delta_rule/check.h). Synchronous: a diagnostic.
+// against a float64 reference, the NaNs the kernels lost, and their timings (delta_rule/check.h). Synchronous: a
+// diagnostic.
 Napi::Value DeltaRuleCheckJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   DeltaRuleCheckOptions options;
@@ -891,6 +892,9 @@ Napi::Value DeltaRuleCheckJs(const Napi::CallbackInfo& info) {
     out.Set("kernelsTime", timing(r.kernels_time));
     out.Set("chunksTime", timing(r.chunks_time));
     out.Set("kernelsApply", r.kernels_apply);
+    Napi::Array lost = Napi::Array::New(env, r.nan_lost.size());
+    for (size_t i = 0; i < r.nan_lost.size(); ++i) lost.Set(static_cast<uint32_t>(i), r.nan_lost[i]);
+    out.Set("nanLost", lost);
     return out;
   });
 }
