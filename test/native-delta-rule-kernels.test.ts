@@ -24,7 +24,9 @@ describe("native - fused delta-rule kernels (CPU executor)", () => {
       expect(error, name).toBeLessThanOrEqual(TOLERANCE);
     }
     expect(r.kernelsApply).toBe(false); // on the CPU the model keeps the ATen formulation unless asked
-    expect(r.nanLost).toEqual([]); // a NaN in q, k, v or dO reaches its sequence's results, and only its own
+    // a NaN in q, k, v or dO reaches its sequence's results, and only its own (the TF32 rounding's share of this is
+    // checked on the GPU: bench/gpu/delta_rule_check.sh; the CPU executor's products are exact float32)
+    expect(r.nanLost).toEqual([]);
     figure(`delta-rule kernels, D ${dim}, L ${length}: worst relative L2 vs float64`, Math.max(...Object.values(errors)), TOLERANCE);
   });
 

@@ -35,8 +35,9 @@ __device__ __forceinline__ uint32_t shared_address(const float* p) {
 // pass unchanged. A bare integer add of half a TF32 ulp would be one instruction fewer, but it turns NaNs into
 // zeros or infinities, and a kernel's NaN must reach the round's statistics (the gate rejects non-finite ones;
 // deltaRuleCheck's nanLost checks it). On sm_90 this is a compare and a predicated add; cvt.rn (ties to even) is
-// one instruction and made the kernels 1.05x faster, but a bf16 round's update measured further from a float32
-// round's with it (bench/RESULTS.md, "TF32 rounding to nearest-even"): not taken.
+// one instruction and made the kernels 1.05x faster (with the product's k-loop unrolled by two), but a bf16
+// round's update measured further from a float32 round's with it (bench/RESULTS.md, "TF32 rounding to
+// nearest-even"): not taken.
 __device__ __forceinline__ uint32_t round_tf32(uint32_t bits) {
   uint32_t out;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(bits)));

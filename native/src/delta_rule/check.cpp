@@ -125,7 +125,8 @@ bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>()
 // A rounding to TF32 by integer add carries CUDA's canonical NaN (all mantissa bits set, what its arithmetic
 // produces) into the sign and the exponent: the operand comes out as a zero and the NaN vanishes from a product,
 // so a round's statistics could look finite. torch's quiet NaN (one mantissa bit) would not show that, hence the
-// bit pattern. Planted in the last real token (its chunk's starting state is not zero), sequence 0 of two.
+// bit pattern. Planted in the last real token of sequence 0 of two. On the CPU executor the products are exact
+// float32 (no TF32 rounding): there the check covers the programs' own NaN paths, on CUDA the rounding too.
 std::vector<std::string> lost_nans(const DeltaRuleCheckOptions& o) {
   DeltaRuleCheckOptions two = o;
   two.sequences = 2;
