@@ -140,16 +140,19 @@ std::vector<std::string> lost_nans(const DeltaRuleCheckOptions& o) {
       std::array<at::Tensor, 5> x = leaves(in, o.device, at::kFloat);
       at::Tensor dO = in.dO.to(o.device, at::kFloat);
       at::Tensor& target = which < 3 ? x[which] : dO;
+      // [1, H, N, 64, D]: sequence 0, the chunk, the row, the first column
       target.view(at::kInt).select(1, 0).select(1, chunk).select(1, row).select(1, 0).fill_(static_cast<int32_t>(bits));
       for (at::Tensor& t : x) t.requires_grad_(true);
       const at::Tensor out = delta_rule_kernels(x[0], x[1], x[2], x[3], x[4]);
       out.backward(dO);
       const std::string what = std::string(bits >> 31 ? "-" : "+") + "NaN in " + planted_in[which] + ": ";
-      if (which < 3 && all_finite(out.select(1, 0))) lost.push_back(what + "the output finite");
-      if (!all_finite(out.select(1, 1))) lost.push_back(what + "the other sequence's output not finite");
+      const auto finite = [](const at::Tensor& t, int64_t sequence) { return all_finite(t.select(1, sequence)); };
+      if (which < 3 && finite(out, 0)) lost.push_back(what + "the output finite");
+      if (!finite(out, 1)) lost.push_back(what + "the other sequence's output not finite");
       for (int i = 0; i < 5; ++i) {
-        if (which == 3 && all_finite(x[i].grad().select(1, 0))) lost.push_back(what + "the gradient of " + grad_names[i] + " finite");
-        if (!all_finite(x[i].grad().select(1, 1))) lost.push_back(what + "the other sequence's gradient of " + grad_names[i] + " not finite");
+        const std::string gradient = std::string("gradient of ") + grad_names[i];
+        if (which == 3 && finite(x[i].grad(), 0)) lost.push_back(what + "the " + gradient + " finite");
+        if (!finite(x[i].grad(), 1)) lost.push_back(what + "the other sequence's " + gradient + " not finite");
       }
     }
   }

@@ -2,8 +2,8 @@
 // formulation (delta_rule/aten.h), each against a float64 run of the ATen formulation on the same random inputs
 // (shaped and scaled as chunk_gated_delta_rule prepares them, padded to whole chunks), forward and every input's
 // gradient; whether a NaN in an input reaches the kernels' results; and, with repeats, both timed (median
-// milliseconds). Behind test/native-delta-rule-kernels.test.ts and
-// bench/gpu/delta_rule_check.mjs (the GPU comparison at the 9B shapes, without the model).
+// milliseconds). Behind test/native-delta-rule-kernels.test.ts and bench/gpu/delta_rule_check.mjs (the GPU
+// comparison at the 9B shapes, without the model).
 #pragma once
 #include <ATen/ATen.h>
 
