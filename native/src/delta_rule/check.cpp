@@ -120,7 +120,10 @@ DeltaRuleTiming time_rule(const DeltaRule& rule, const Inputs& in, const at::Dev
   return t;
 }
 
-bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
+// Whether sequence `sequence` of t ([1, H, …]) holds finite values only.
+bool sequence_finite(const at::Tensor& t, int64_t sequence) {
+  return at::isfinite(t.select(1, sequence)).all().item<bool>();
+}
 
 // A rounding to TF32 by integer add carries CUDA's canonical NaN (all mantissa bits set, what its arithmetic
 // produces) into the sign and the exponent: the operand comes out as a zero and the NaN vanishes from a product,
@@ -146,13 +149,12 @@ std::vector<std::string> lost_nans(const DeltaRuleCheckOptions& o) {
       const at::Tensor out = delta_rule_kernels(x[0], x[1], x[2], x[3], x[4]);
       out.backward(dO);
       const std::string what = std::string(bits >> 31 ? "-" : "+") + "NaN in " + planted_in[which] + ": ";
-      const auto finite = [](const at::Tensor& t, int64_t sequence) { return all_finite(t.select(1, sequence)); };
-      if (which < 3 && finite(out, 0)) lost.push_back(what + "the output finite");
-      if (!finite(out, 1)) lost.push_back(what + "the other sequence's output not finite");
+      if (which < 3 && sequence_finite(out, 0)) lost.push_back(what + "the output finite");
+      if (!sequence_finite(out, 1)) lost.push_back(what + "the other sequence's output not finite");
       for (int i = 0; i < 5; ++i) {
         const std::string gradient = std::string("gradient of ") + grad_names[i];
-        if (which == 3 && finite(x[i].grad(), 0)) lost.push_back(what + "the " + gradient + " finite");
-        if (!finite(x[i].grad(), 1)) lost.push_back(what + "the other sequence's " + gradient + " not finite");
+        if (which == 3 && sequence_finite(x[i].grad(), 0)) lost.push_back(what + "the " + gradient + " finite");
+        if (!sequence_finite(x[i].grad(), 1)) lost.push_back(what + "the other sequence's " + gradient + " not finite");
       }
     }
   }
