@@ -30,6 +30,12 @@ describe("native - fused delta-rule kernels (CPU executor)", () => {
     figure(`delta-rule kernels, D ${dim}, L ${length}: worst relative L2 vs float64`, Math.max(...Object.values(errors)), TOLERANCE);
   });
 
+  // one token, a chunk's last, the next chunk's first
+  it.each([1, 63, 65])("%i tokens: a NaN planted in the last real one reaches its sequence's results", (length) => {
+    // the check adds a second sequence of its own: one asked for is enough
+    expect(deltaRuleCheck({ dim: 16, length, sequences: 1, seed: length }).nanLost).toEqual([]);
+  });
+
   it("refuses a head size it has no kernels for, naming it", () => {
     expect(() => deltaRuleCheck({ dim: 24 })).toThrow(/do not take dim 24/);
   });
