@@ -17,7 +17,7 @@ export interface LoadedBatch<R extends SftRow> {
  *  where the first batch's preparation went (collating its rows on the JS side, then prepare()'s tensors and upload). */
 export interface DataWait {
   ms: number;
-  first?: { collateS: number; prepareS: number };
+  first?: { collateS: number; prepareS: number; collatedEarly: boolean };
 }
 
 /** The batches of a pass; `firstReady` settles when the first one is prepared (or failed: the failure comes with
@@ -27,7 +27,9 @@ export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> &
 /**
  * Yields each group of indices as a prepared batch, preparing the next one while the caller works. The first batch
  * starts preparing at the call, not at the first iteration, so a caller can create the sequence before other setup
- * (loading adapters: prepare() has a thread of its own) and find that batch ready.
+ * (loading adapters: prepare() has a thread of its own) and find that batch ready. `firstInputs`, when it comes
+ * with inputs, is the first group collated already (early-batch.ts); when it comes with null, the group is collated
+ * here.
  */
 export function preparedBatches<R extends SftRow>(
   model: Model,
@@ -36,14 +38,19 @@ export function preparedBatches<R extends SftRow>(
   groups: number[][],
   source: string,
   wait: DataWait = { ms: 0 },
+  firstInputs?: Promise<RowInput[] | null>,
 ): PreparedBatches<R> {
   const load = async (indices: number[], g: number): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
     const start = performance.now();
-    const inputs = await Promise.all(picked.map((r) => collator.row(r, source)));
+    const early = g === 0 && firstInputs ? await firstInputs : null;
+    const inputs = early ?? (await Promise.all(picked.map((r) => collator.row(r, source))));
     const collated = performance.now();
     const batch = await model.prepare(inputs);
-    if (g === 0) wait.first = { collateS: round2((collated - start) / 1000), prepareS: round2((performance.now() - collated) / 1000) };
+    if (g === 0) {
+      const prepareS = round2((performance.now() - collated) / 1000);
+      wait.first = { collateS: round2((collated - start) / 1000), prepareS, collatedEarly: early !== null };
+    }
     return { rows: picked, indices, inputs, batch };
   };
   // A rejected prefetch must not surface as an unhandled rejection while the caller is still busy.

@@ -38,7 +38,7 @@ export async function runOneShot(kind: JobKind, raw: RawOptions): Promise<void> 
   if (ranks === 1) {
     const { loadModelWithAssets, runJob } = await import("./run-job.js");
     const loaded = await loadModelWithAssets(model, { job, log });
-    const result = await runJob({ rank: 0, world: 1, group: null, log }, loaded.model, loaded.assets, job);
+    const result = await runJob({ rank: 0, world: 1, group: null, log }, loaded.model, loaded.assets, job, loaded.early);
     log.info({ result }, `${kind} done`);
     return;
   }

@@ -14,7 +14,9 @@
 // Outputs in --out: the adapter, optimizer.safetensors, stats.json (stats.ts PpoStats).
 import { join } from "node:path";
 import { deviceMemoryStats, type Model, type Optimizer } from "../native.js";
-import { batches, rankOrder, strided } from "./batching.js";
+import { batches, rankOrder } from "./batching.js";
+import { adoptFrames, type EarlyBatch } from "./early-batch.js";
+import { frozenPassPlan } from "./frozen-pass.js";
 import { loadCollator, type Collator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
 import { encodeStats, encodeWithNonFinite, LOGP_GAPS_FILE, type LogpGaps } from "../contract/index.js";
@@ -44,16 +46,25 @@ export interface PpoResult {
   out: string;
 }
 
-export async function runPpo(ctx: RankContext, model: Model, assets: ModelAssets, job: TrainJob): Promise<PpoResult> {
+/** `early`: the frozen pass's first batch, collated beside the model's load (early-batch.ts); used when its rows are
+ *  that batch's, else collated again here. */
+export async function runPpo(
+  ctx: RankContext,
+  model: Model,
+  assets: ModelAssets,
+  job: TrainJob,
+  early?: Promise<EarlyBatch | null>,
+): Promise<PpoResult> {
   const setup = new PhaseClock();
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
+  const frames = new CachedFrames(model);
+  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), frames);
   setup.lap("rows");
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
   // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
-  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy);
+  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy, early && adoptFrames(early, frames));
   // Epoch 1 opens with the first update's rows, which the frozen pass skips: their frames are decoded and uploaded
   // while it runs, not after it with the GPU idle — from when its first batch is ready, not beside that batch's
   // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
@@ -146,23 +157,23 @@ function frozenPassBatches(
   job: TrainJob,
   firstUpdate: FirstUpdatePlan | null,
   refIsPolicy: boolean,
+  early: Promise<EarlyBatch | null> | undefined,
 ): FrozenPassBatches {
   const wait: DataWait = { ms: 0 };
-  const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
-  const onPolicy = (row: number) => firstUpdate?.owner.has(row) ?? false;
-  const later = mine.filter((row) => !onPolicy(row));
-  // With the reference its own adapter every row needs its pass: the first update's rows go first, so that whole
-  // batches of them skip the policy's.
-  const order = refIsPolicy ? later : mine.filter(onPolicy).concat(later);
-  const groups = frozenGroups(order, job.batch);
+  const { groups, onPolicy, onPolicyRows } = frozenPassPlan(rows.length, ctx.rank, ctx.world, job.batch, firstUpdate, refIsPolicy);
+  const first = early?.then((e) => (e && sameRows(e.indices, groups[0] ?? []) ? e.inputs : null));
   return {
-    batches: preparedBatches(model, collator, rows, groups, job.data, wait),
+    batches: preparedBatches(model, collator, rows, groups, job.data, wait, first),
     count: groups.length,
     wait,
     adaptersFor: (indices) =>
       refIsPolicy ? [POLICY] : indices.every(onPolicy) ? [REFERENCE] : [REFERENCE, POLICY],
-    onPolicyRows: mine.length - later.length,
+    onPolicyRows,
   };
+}
+
+function sameRows(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((row, i) => row === b[i]);
 }
 
 /**
@@ -213,16 +224,6 @@ interface EpochBatches {
   groups: number[][];
   batches: PreparedBatches<PpoRow>;
   wait: DataWait;
-}
-
-/**
- * The frozen pass in batches of twice the training batch (no gradients: the memory allows it, and the GPU runs
- * fuller), except the first, of `batch` rows: the GPU waits for the first batch's frames to be decoded,
- * preprocessed and uploaded, and half as many are ready in about half the time. The batches' composition leaves
- * each row's log-probs unchanged up to bf16 rounding (padding to another length).
- */
-export function frozenGroups(order: number[], batch: number): number[][] {
-  return order.length <= batch ? batches(order, batch) : [order.slice(0, batch), ...batches(order.slice(batch), 2 * batch)];
 }
 
 function epochBatches(ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob, epoch: number): EpochBatches {

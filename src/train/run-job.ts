@@ -9,18 +9,25 @@ import type { RankContext } from "./rank-context.js";
 import { secondsSince } from "./progress.js";
 import { runSft, type SftResult } from "./sft.js";
 import { loadStandIn, warmsUp, warmUp } from "./warm-up.js";
+import { collateFirstFrozenBatch, type EarlyBatch } from "./early-batch.js";
 
 export type TrainResult = SftResult | PpoResult;
 
 /** `assets`: the model's tokenizer and processor files, read once for every job of the process (model-assets.ts). */
-export async function runJob(ctx: RankContext, model: Model, assets: ModelAssets, job: TrainJob): Promise<TrainResult> {
+export async function runJob(
+  ctx: RankContext,
+  model: Model,
+  assets: ModelAssets,
+  job: TrainJob,
+  early?: Promise<EarlyBatch | null>,
+): Promise<TrainResult> {
   // "job start"/"job done" bracket everything after the model load (adapters, fixed log-probs, training, saving):
   // the span benchmarks compare, with the job's peak GPU memory.
   resetPeakMemoryStats(model.info.device);
   const began = performance.now();
   ctx.log.info({ kind: job.kind }, "job start");
   try {
-    const result = job.kind === "sft" ? await runSft(ctx, model, assets, job) : await runPpo(ctx, model, assets, job);
+    const result = job.kind === "sft" ? await runSft(ctx, model, assets, job) : await runPpo(ctx, model, assets, job, early);
     const peakGpuGiB = deviceMemoryStats(model.info.device).peakAllocatedBytes / 2 ** 30;
     ctx.log.info({ kind: job.kind, seconds: (performance.now() - began) / 1000, peakGpuGiB }, "job done");
     return result;
@@ -38,12 +45,13 @@ export async function runJob(ctx: RankContext, model: Model, assets: ModelAssets
  * With `warm` (a one-shot run, whose job is known before the load) on CUDA, that job's first batch also runs on a
  * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed. A load that
  * ran out of device memory beside the stand-in (a checkpoint that fits the device with little to spare) is made
- * again without it.
+ * again without it. A one-shot PPO job's first frozen batch is collated beside the load too (early-batch.ts), for
+ * runJob's `early`.
  */
 export async function loadModelWithAssets(
   spec: ModelSpec,
   warm?: { job: TrainJob; log: Logger },
-): Promise<{ model: Model; assets: ModelAssets }> {
+): Promise<{ model: Model; assets: ModelAssets; early?: Promise<EarlyBatch | null> }> {
   const { Model } = await import("../native.js");
   const withStandIn = warm !== undefined && warmsUp(spec);
   const start = performance.now();
@@ -57,6 +65,8 @@ export async function loadModelWithAssets(
   const warming = standIn && warmUp(standIn, assets, warm!.job, warm!.log);
   await assets.collator().catch(() => undefined);
   if (!warm) return { model: await loading, assets };
+  const early = collateFirstFrozenBatch(assets, warm.job);
+  early.catch(() => undefined); // the job collates the batch itself then, and reports what is wrong with its rows
   const model = await loading.catch(async (error: unknown) => {
     await warming;
     if (!warming || (error as { code?: unknown }).code !== "ERR_RLLOOP_OOM") throw error;
@@ -66,5 +76,5 @@ export async function loadModelWithAssets(
   const loadS = secondsSince(start);
   await warming; // (its GPU work would otherwise run inside the job's)
   warm.log.info({ loadS, readyS: secondsSince(start), warmUp: warming !== null }, "model loaded");
-  return { model, assets };
+  return { model, assets, early };
 }
