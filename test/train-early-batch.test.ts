@@ -3,20 +3,24 @@
 // asks for first (with a reference of its own and with the policy as its reference), the job takes it instead of
 // collating those rows again, its files are a plain run's bit for bit, and an early batch that failed or holds other
 // rows costs the job nothing: it collates the batch itself.
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { Model } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
-import { collateFirstFrozenBatch, type EarlyBatch } from "../src/train/early-batch.js";
+import { CachedFrames } from "../src/train/cached-frames.js";
+import { loadCollator } from "../src/train/collate.js";
+import { collateFirstFrozenBatch, takeEarlyBatch, type EarlyBatch } from "../src/train/early-batch.js";
+import { loadPrompt } from "../src/train/prompt.js";
 import { planFirstUpdate } from "../src/train/first-update.js";
 import { frozenPassPlan } from "../src/train/frozen-pass.js";
 import { ModelAssets } from "../src/train/model-assets.js";
 import { jobFromFlags } from "../src/train/one-shot.js";
 import { readRows } from "../src/train/rows.js";
 import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
-import { trainFixture } from "./helpers/train-run.js";
+import { expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
 
 type Line = Record<string, unknown>;
 
@@ -28,9 +32,9 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
   let fx: string;
   let work: string;
   const spec = (): ModelSpec => ({ dir: join(fx, "model"), device: "cpu", dtype: "float32", checkpointing: "auto", tf32: "auto", attention: "flash" });
-  const job = (out: string, kind: "ppo" | "sft" = "ppo", ref = "ref"): TrainJob =>
+  const job = (out: string, kind: "ppo" | "sft" = "ppo", ref = "ref", data = join(fx, `${kind}.jsonl`)): TrainJob =>
     jobFromFlags(kind, {
-      data: join(fx, `${kind}.jsonl`), adapter: join(fx, "seed-round"), ref: join(fx, ref), prompt: join(fx, "prompt.jinja"),
+      data, adapter: join(fx, "seed-round"), ref: join(fx, ref), prompt: join(fx, "prompt.jinja"),
       out: join(work, out), batch: 2, accumulation: 2, lr: 3e-5, seed: 0, model: join(fx, "model"),
       checkpointing: "auto", tf32: "auto", attention: "flash", mismatchStats: false,
     });
@@ -51,14 +55,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
   /** `out`'s files equal the plain job's, bit for bit, stats.json but its seconds. */
   const expectSameOutputs = async (out: string) => {
     await plain();
-    for (const file of ["adapter_model.safetensors", "optimizer.safetensors", "logp_gaps.json"])
-      // a boolean, not the buffers: a failing toEqual on two files of this size takes minutes to print its diff
-      expect((await readFile(join(work, out, file))).equals(await readFile(join(work, "plain", file))), file).toBe(true);
-    const stats = async (dir: string) => {
-      const { train_s: _, ...rest } = JSON.parse(await readFile(join(work, dir, "stats.json"), "utf8")) as Line;
-      return rest;
-    };
-    expect(await stats(out)).toEqual(await stats("plain"));
+    await expectSamePpoFiles(join(work, out), join(work, "plain"));
   };
 
   beforeAll(async () => {
@@ -85,6 +82,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
   });
 
   it("a job given it does not collate those rows again, and its files are a plain run's bit for bit", async () => {
+    const plainLine = await plain();
     const loaded = await loadModelWithAssets(spec(), { job: job("early"), log: capture([]) });
     expect(loaded.early).toBeDefined();
     const lines: Line[] = [];
@@ -94,8 +92,77 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
       await loaded.model.close();
     }
     expect(lines.find((l) => l.msg === "ppo fixed log-probs")!.firstBatchS).toMatchObject({ collatedEarly: true });
-    expect((await plain()).firstBatchS).toMatchObject({ collatedEarly: false });
+    expect(plainLine.firstBatchS).toMatchObject({ collatedEarly: false });
     await expectSameOutputs("early");
+    // with the policy as its own reference the pass's order differs (first-update rows skipped): taken as well
+    const policyJob = job("early-policy-ref", "ppo", "seed-round");
+    const policyLoaded = await loadModelWithAssets(spec(), { job: policyJob, log: capture([]) });
+    const policyLines: Line[] = [];
+    try {
+      await runJob({ rank: 0, world: 1, group: null, log: capture(policyLines) }, policyLoaded.model, policyLoaded.assets, policyJob, policyLoaded.early);
+    } finally {
+      await policyLoaded.model.close();
+    }
+    expect(policyLines.find((l) => l.msg === "ppo fixed log-probs")!.firstBatchS).toMatchObject({ collatedEarly: true });
+  });
+
+  it("the job learns the early frames' grids: their rows' later batches send them without pixels, as in a plain run", async () => {
+    // a frame of its own for every row, so that the early batch's frames come back only with its own rows, and the
+    // policy as its reference, so that those rows are not the first update's: they come back in epoch 1 after the
+    // frozen pass has cached their features
+    const lines = (await readFile(join(fx, "ppo.jsonl"), "utf8")).trim().split("\n");
+    const unique = await Promise.all(lines.map(async (line, i) => {
+      const row = JSON.parse(line) as { image: string };
+      const copy = join(work, `own-frame-${i}.png`);
+      await copyFile(row.image, copy);
+      return JSON.stringify({ ...row, image: copy });
+    }));
+    const data = join(work, "own-frames.jsonl");
+    await writeFile(data, unique.join("\n") + "\n");
+    const prepare = vi.spyOn(Model.prototype, "prepare");
+    const withoutPixels = () => prepare.mock.calls.flatMap(([rows]) => rows.flatMap((r) => r.images)).filter((i) => i.pixelValues === undefined).length;
+    const runOwn = async (out: string, early: boolean) => {
+      const j = job(out, "ppo", "seed-round", data);
+      const loaded = await loadModelWithAssets(spec(), early ? { job: j, log: capture([]) } : undefined);
+      try {
+        await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, j, loaded.early);
+      } finally {
+        await loaded.model.close();
+      }
+    };
+    try {
+      await runOwn("own-plain", false);
+      const plainCached = withoutPixels();
+      prepare.mockClear();
+      await runOwn("own-early", true);
+      expect(plainCached).toBeGreaterThan(0);
+      expect(withoutPixels()).toBe(plainCached);
+    } finally {
+      prepare.mockRestore();
+    }
+  });
+
+  it("taken only with the job's rows at the job's places, the same texts and the same frame files", async () => {
+    const assets = new ModelAssets(join(fx, "model"));
+    const j = job("never");
+    const rows = await readRows(j.data, "ppo", "--data", null);
+    const early = (await collateFirstFrozenBatch(assets, j))!;
+    const group = early.indices;
+    const take = async (b: EarlyBatch, r = rows) => {
+      const frames = new CachedFrames({ visionCached: () => false });
+      const collator = await loadCollator(assets, await loadPrompt(j.prompt ?? undefined), frames);
+      return takeEarlyBatch(Promise.resolve(b), group, r, collator, frames);
+    };
+    expect(await take(early)).toBe(early.inputs);
+    const reversed = { indices: [...early.indices].reverse(), texts: [...early.texts].reverse(), inputs: [...early.inputs].reverse() };
+    expect(await take(reversed)).toBeNull(); // the same rows in another order
+    const recoded = rows.map((r, i) => (i === group[0] ? { ...r, code: r.code === "1" ? "2" : "1" } : r));
+    expect(await take(early, recoded)).toBeNull(); // a row's text changed since
+    const copy = join(work, "frame-copy.png");
+    await copyFile(rows[group[0]!]!.image, copy);
+    const moved = rows.map((r, i) => (i === group[0] ? { ...r, image: copy } : r));
+    expect(await take(early, moved)).toBeNull(); // another frame file
+    expect(await takeEarlyBatch(Promise.reject(new Error("unreadable")), group, rows, (await loadCollator(assets, await loadPrompt(undefined))), new CachedFrames({ visionCached: () => false }))).toBeNull();
   });
 
   it("an early batch that failed, or that holds other rows, is collated again by the job, with the same files", async () => {

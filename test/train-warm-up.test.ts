@@ -14,7 +14,7 @@ import { Model, Optimizer, type LoadOptions } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
 import { jobFromFlags } from "../src/train/one-shot.js";
 import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
-import { trainFixture } from "./helpers/train-run.js";
+import { expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
 
 vi.mock("../src/train/warm-up.js", async (importActual) => ({
   ...(await importActual<typeof import("../src/train/warm-up.js")>()),
@@ -113,14 +113,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
   /** `out`'s files equal the plain job's, bit for bit, stats.json but its seconds. */
   const expectSameOutputs = async (out: string) => {
     await plain();
-    for (const file of ["adapter_model.safetensors", "optimizer.safetensors", "logp_gaps.json"])
-      // a boolean, not the buffers: a failing toEqual on two files of this size takes minutes to print its diff
-      expect((await readFile(join(work, out, file))).equals(await readFile(join(work, "plain", file))), file).toBe(true);
-    const stats = async (dir: string) => {
-      const { train_s: _, ...rest } = JSON.parse(await readFile(join(work, dir, "stats.json"), "utf8")) as Line;
-      return rest;
-    };
-    expect(await stats(out)).toEqual(await stats("plain"));
+    await expectSamePpoFiles(join(work, out), join(work, "plain"));
   };
 
   it("a warm-up beside the load changes no value of the job: adapter, optimizer state and stats bit for bit", async () => {

@@ -1,23 +1,25 @@
-// The frozen pass's first batch of a one-shot PPO job, collated while the model loads. A one-shot run knows its job
-// before the load, and collating that batch (its rows tokenized, its frames decoded and preprocessed: 0.07-0.10 s
-// for 16 rows of 640x480 frames on the GPU machine) would otherwise start with the job, and the frozen pass would
-// wait for it (0.11-0.12 s of `dataWaitS` in the one-shot rounds of bench/RESULTS.md). The rows are the ones the job
-// will ask for: read, planned (first-update.ts) and ordered (frozen-pass.ts) as the job does, on its one rank. The
-// inputs are what the job's collator makes of them at its start, when the freshly loaded model holds no vision
-// features: every frame with its pixels and its cache key.
+// The frozen pass's first batch of a one-shot PPO job on one rank, collated while the model loads. Such a run knows
+// its job before the load, and collating that batch (its rows tokenized, its frames decoded and preprocessed) would
+// otherwise start with the job, and the frozen pass would wait for it (0.09-0.13 s in eight of nine one-shot rounds
+// of bench/RESULTS.md's H200 section, of which 0.07-0.10 s collating). The rows are the ones the job asks for first:
+// read, planned (first-update.ts) and ordered (frozen-pass.ts) as the job does, on its one rank. The job takes the
+// batch only if its own collator would make the same inputs (takeEarlyBatch): the same rows at the same places, the
+// same text, the same frame files; its first collation sends every frame with its pixels (its CachedFrames holds no
+// grid yet), as this one does.
 import type { RowInput } from "../native.js";
 import type { TrainJob } from "../contract/index.js";
 import { sameAdapter } from "./adapter-identity.js";
 import { CachedFrames } from "./cached-frames.js";
-import { loadCollator } from "./collate.js";
+import { loadCollator, type Collator } from "./collate.js";
 import { planFirstUpdate } from "./first-update.js";
 import { frozenPassPlan } from "./frozen-pass.js";
 import type { ModelAssets } from "./model-assets.js";
 import { loadPrompt } from "./prompt.js";
-import { readRows } from "./rows.js";
+import { readRows, type SftRow } from "./rows.js";
 
 export interface EarlyBatch {
   indices: number[]; // row indices in the data file's order
+  texts: string[]; // each row's text as the collator renders it (prompt, code)
   inputs: RowInput[];
 }
 
@@ -30,21 +32,35 @@ export async function collateFirstFrozenBatch(assets: ModelAssets, job: TrainJob
   const { groups } = frozenPassPlan(rows.length, 0, 1, job.batch, planFirstUpdate(rows.length, job, 1), refIsPolicy);
   const indices = groups[0];
   if (!indices) return null;
-  const frames = new CachedFrames({ visionCached: () => false });
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), frames);
-  return { indices, inputs: await Promise.all(indices.map((i) => collator.row(rows[i]!, job.data))) };
+  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames({ visionCached: () => false }));
+  const picked = indices.map((i) => rows[i]!);
+  return { indices, texts: picked.map((row) => collator.text(row)), inputs: await Promise.all(picked.map((row) => collator.row(row, job.data))) };
 }
 
-/** `early`, its frames' grids remembered by the job's `frames` as the job's own collation would have: a later batch
- *  then sends such a frame without its pixels once the model holds its features. A failed collation is null. */
-export function adoptFrames(early: Promise<EarlyBatch | null>, frames: CachedFrames): Promise<EarlyBatch | null> {
-  return early.then(
-    (batch) => {
-      for (const input of batch?.inputs ?? []) {
-        for (const image of input.images) if (image.cacheKey !== undefined) frames.remember(image.cacheKey, image.grid);
-      }
-      return batch;
-    },
-    () => null,
+/**
+ * The early batch's inputs for the job's first frozen group `group` of `rows`, or null (the job collates the group
+ * itself): when the collation failed, or its rows, their texts under the job's `collator` or their frame files (the
+ * cache key: path, inode, size, times) are not the job's. Taken, its frames' grids go to the job's `frames`, as the
+ * job's own collation would have left them, so that later batches send those frames without pixels once the model
+ * holds their features. Never rejects.
+ */
+export async function takeEarlyBatch(
+  early: Promise<EarlyBatch | null>,
+  group: number[],
+  rows: SftRow[],
+  collator: Collator,
+  frames: CachedFrames,
+): Promise<RowInput[] | null> {
+  const batch = await early.catch(() => null);
+  if (!batch || batch.indices.length !== group.length || batch.inputs.length !== group.length) return null;
+  const matches = await Promise.all(
+    group.map(async (row, i) => {
+      const image = batch.inputs[i]!.images[0];
+      return batch.indices[i] === row && batch.texts[i] === collator.text(rows[row]!) &&
+        image?.cacheKey !== undefined && image.cacheKey === (await frames.key(rows[row]!.image));
+    }),
   );
+  if (!matches.every(Boolean)) return null;
+  for (const input of batch.inputs) for (const image of input.images) if (image.cacheKey !== undefined) frames.remember(image.cacheKey, image.grid);
+  return batch.inputs;
 }

@@ -28,6 +28,6 @@ export function frozenPassPlan(
  * preprocessed and uploaded, and half as many are ready in about half the time. The batches' composition leaves
  * each row's log-probs unchanged up to bf16 rounding (padding to another length).
  */
-export function frozenGroups(order: number[], batch: number): number[][] {
+function frozenGroups(order: number[], batch: number): number[][] {
   return order.length <= batch ? batches(order, batch) : [order.slice(0, batch), ...batches(order.slice(batch), 2 * batch)];
 }

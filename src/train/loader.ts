@@ -43,7 +43,9 @@ export function preparedBatches<R extends SftRow>(
   const load = async (indices: number[], g: number): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
     const start = performance.now();
-    const early = g === 0 && firstInputs ? await firstInputs : null;
+    const taken = g === 0 && firstInputs ? await firstInputs : null;
+    firstInputs = undefined; // not kept for the pass's length
+    const early = taken?.length === picked.length ? taken : null;
     const inputs = early ?? (await Promise.all(picked.map((r) => collator.row(r, source))));
     const collated = performance.now();
     const batch = await model.prepare(inputs);

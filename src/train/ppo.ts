@@ -13,9 +13,9 @@
 // by min(exp(Σ old − vllm_logp), cap) (--tis-cap), and sampler/trainer mismatch statistics (--mismatch-stats).
 // Outputs in --out: the adapter, optimizer.safetensors, stats.json (stats.ts PpoStats).
 import { join } from "node:path";
-import { deviceMemoryStats, type Model, type Optimizer } from "../native.js";
+import { deviceMemoryStats, type Model, type Optimizer, type RowInput } from "../native.js";
 import { batches, rankOrder } from "./batching.js";
-import { adoptFrames, type EarlyBatch } from "./early-batch.js";
+import { takeEarlyBatch, type EarlyBatch } from "./early-batch.js";
 import { frozenPassPlan } from "./frozen-pass.js";
 import { loadCollator, type Collator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
@@ -64,7 +64,8 @@ export async function runPpo(
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
   // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
-  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy, early && adoptFrames(early, frames));
+  const takeFirst = early && ((group: number[]) => takeEarlyBatch(early, group, rows, collator, frames));
+  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy, takeFirst);
   // Epoch 1 opens with the first update's rows, which the frozen pass skips: their frames are decoded and uploaded
   // while it runs, not after it with the GPU idle — from when its first batch is ready, not beside that batch's
   // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
@@ -157,23 +158,18 @@ function frozenPassBatches(
   job: TrainJob,
   firstUpdate: FirstUpdatePlan | null,
   refIsPolicy: boolean,
-  early: Promise<EarlyBatch | null> | undefined,
+  takeFirst: ((group: number[]) => Promise<RowInput[] | null>) | undefined,
 ): FrozenPassBatches {
   const wait: DataWait = { ms: 0 };
   const { groups, onPolicy, onPolicyRows } = frozenPassPlan(rows.length, ctx.rank, ctx.world, job.batch, firstUpdate, refIsPolicy);
-  const first = early?.then((e) => (e && sameRows(e.indices, groups[0] ?? []) ? e.inputs : null));
   return {
-    batches: preparedBatches(model, collator, rows, groups, job.data, wait, first),
+    batches: preparedBatches(model, collator, rows, groups, job.data, wait, groups[0] && takeFirst?.(groups[0])),
     count: groups.length,
     wait,
     adaptersFor: (indices) =>
       refIsPolicy ? [POLICY] : indices.every(onPolicy) ? [REFERENCE] : [REFERENCE, POLICY],
     onPolicyRows,
   };
-}
-
-function sameRows(a: number[], b: number[]): boolean {
-  return a.length === b.length && a.every((row, i) => row === b[i]);
 }
 
 /**

@@ -45,8 +45,8 @@ export async function runJob(
  * With `warm` (a one-shot run, whose job is known before the load) on CUDA, that job's first batch also runs on a
  * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed. A load that
  * ran out of device memory beside the stand-in (a checkpoint that fits the device with little to spare) is made
- * again without it. A one-shot PPO job's first frozen batch is collated beside the load too (early-batch.ts), for
- * runJob's `early`.
+ * again without it. With `warm`, a PPO job's first frozen batch is also collated beside the load, whatever the
+ * device and RLLOOP_WARM_UP (early-batch.ts), for runJob's `early`.
  */
 export async function loadModelWithAssets(
   spec: ModelSpec,
@@ -65,7 +65,12 @@ export async function loadModelWithAssets(
   const warming = standIn && warmUp(standIn, assets, warm!.job, warm!.log);
   await assets.collator().catch(() => undefined);
   if (!warm) return { model: await loading, assets };
-  const early = collateFirstFrozenBatch(assets, warm.job);
+  // after the stand-in's load, by when the warm-up has collated its own first batch: the two would share the JS
+  // thread and libuv's pool, and the warm-up is what a page-cached load waits for
+  const early = (standIn ?? Promise.resolve()).then(
+    () => collateFirstFrozenBatch(assets, warm.job),
+    () => collateFirstFrozenBatch(assets, warm.job),
+  );
   early.catch(() => undefined); // the job collates the batch itself then, and reports what is wrong with its rows
   const model = await loading.catch(async (error: unknown) => {
     await warming;

@@ -41,6 +41,19 @@ export async function reference(mode: "sft" | "ppo", args: string[], rows: numbe
   await runPython("seed_reference.py", [mode, ...args, "--orders", ordersFile, "--epochs", String(epochs)]);
 }
 
+/** A PPO job's files in `dir` equal those in `plain`, bit for bit, stats.json but its seconds (train_s). */
+export async function expectSamePpoFiles(dir: string, plain: string): Promise<void> {
+  for (const file of ["adapter_model.safetensors", "optimizer.safetensors", "logp_gaps.json"]) {
+    // a boolean, not the buffers: a failing toEqual on two files of this size takes minutes to print its diff
+    expect((await readFile(join(dir, file))).equals(await readFile(join(plain, file))), file).toBe(true);
+  }
+  const stats = async (folder: string) => {
+    const { train_s: _, ...rest } = JSON.parse(await readFile(join(folder, "stats.json"), "utf8")) as Record<string, unknown>;
+    return rest;
+  };
+  expect(await stats(dir)).toEqual(await stats(plain));
+}
+
 /** A measured figure beside its tolerance, printed so that a test run reports what it measured. */
 export function figure(label: string, measured: number, tolerance: number): void {
   console.info(`figure: ${label}: ${measured.toExponential(2)} (tolerance ${tolerance})`);
