@@ -6,7 +6,6 @@
 import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Model } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
@@ -20,13 +19,10 @@ import { ModelAssets } from "../src/train/model-assets.js";
 import { jobFromFlags } from "../src/train/one-shot.js";
 import { readRows } from "../src/train/rows.js";
 import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
-import { expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
+import { captureLog, expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
 
 type Line = Record<string, unknown>;
 
-function capture(lines: Line[]) {
-  return pino({ level: "info" }, { write: (text: string) => void lines.push(JSON.parse(text) as Line) });
-}
 
 describe("train early batch - a one-shot PPO job's first frozen batch collated beside the load", () => {
   let fx: string;
@@ -44,7 +40,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     const { model, assets } = await loadModelWithAssets(spec());
     const lines: Line[] = [];
     try {
-      await runJob({ rank: 0, world: 1, group: null, log: capture(lines) }, model, assets, job(out), early);
+      await runJob({ rank: 0, world: 1, group: null, log: captureLog(lines) }, model, assets, job(out), early);
     } finally {
       await model.close();
     }
@@ -83,11 +79,11 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
 
   it("a job given it does not collate those rows again, and its files are a plain run's bit for bit", async () => {
     const plainLine = await plain();
-    const loaded = await loadModelWithAssets(spec(), { job: job("early"), log: capture([]) });
+    const loaded = await loadModelWithAssets(spec(), { job: job("early"), log: captureLog([]) });
     expect(loaded.early).toBeDefined();
     const lines: Line[] = [];
     try {
-      await runJob({ rank: 0, world: 1, group: null, log: capture(lines) }, loaded.model, loaded.assets, job("early"), loaded.early);
+      await runJob({ rank: 0, world: 1, group: null, log: captureLog(lines) }, loaded.model, loaded.assets, job("early"), loaded.early);
     } finally {
       await loaded.model.close();
     }
@@ -96,10 +92,10 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     await expectSameOutputs("early");
     // with the policy as its own reference the pass's order differs (first-update rows skipped): taken as well
     const policyJob = job("early-policy-ref", "ppo", "seed-round");
-    const policyLoaded = await loadModelWithAssets(spec(), { job: policyJob, log: capture([]) });
+    const policyLoaded = await loadModelWithAssets(spec(), { job: policyJob, log: captureLog([]) });
     const policyLines: Line[] = [];
     try {
-      await runJob({ rank: 0, world: 1, group: null, log: capture(policyLines) }, policyLoaded.model, policyLoaded.assets, policyJob, policyLoaded.early);
+      await runJob({ rank: 0, world: 1, group: null, log: captureLog(policyLines) }, policyLoaded.model, policyLoaded.assets, policyJob, policyLoaded.early);
     } finally {
       await policyLoaded.model.close();
     }
@@ -123,9 +119,9 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     const withoutPixels = () => prepare.mock.calls.flatMap(([rows]) => rows.flatMap((r) => r.images)).filter((i) => i.pixelValues === undefined).length;
     const runOwn = async (out: string, early: boolean) => {
       const j = job(out, "ppo", "seed-round", data);
-      const loaded = await loadModelWithAssets(spec(), early ? { job: j, log: capture([]) } : undefined);
+      const loaded = await loadModelWithAssets(spec(), early ? { job: j, log: captureLog([]) } : undefined);
       try {
-        await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, j, loaded.early);
+        await runJob({ rank: 0, world: 1, group: null, log: captureLog([]) }, loaded.model, loaded.assets, j, loaded.early);
       } finally {
         await loaded.model.close();
       }

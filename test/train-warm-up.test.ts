@@ -8,13 +8,12 @@
 import { copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Model, Optimizer, type LoadOptions } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
 import { jobFromFlags } from "../src/train/one-shot.js";
 import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
-import { expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
+import { captureLog, expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
 
 vi.mock("../src/train/warm-up.js", async (importActual) => ({
   ...(await importActual<typeof import("../src/train/warm-up.js")>()),
@@ -23,10 +22,6 @@ vi.mock("../src/train/warm-up.js", async (importActual) => ({
 
 type Line = Record<string, unknown>;
 
-/** A logger whose JSON lines land in `lines`. */
-function capture(lines: Line[]) {
-  return pino({ level: "info" }, { write: (text: string) => void lines.push(JSON.parse(text) as Line) });
-}
 
 describe("train warm-up - first-use costs paid on a stand-in beside the load", () => {
   let fx: string;
@@ -104,7 +99,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
   });
 
   const run = async (loaded: Awaited<ReturnType<typeof loadModelWithAssets>>, out: string) => {
-    await runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, job(out), loaded.early);
+    await runJob({ rank: 0, world: 1, group: null, log: captureLog([]) }, loaded.model, loaded.assets, job(out), loaded.early);
     await loaded.model.close();
   };
   /** The job without a warm-up, run once, when a test first needs it (after the warmed run in the file's order). */
@@ -120,7 +115,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     // the warmed run first: whatever a warm-up left in the process would reach the plain run too, if it ran second
     const lines: Line[] = [];
     loads.length = 0;
-    const warmed = await loadModelWithAssets(spec(), { job: job("warmed"), log: capture(lines) });
+    const warmed = await loadModelWithAssets(spec(), { job: job("warmed"), log: captureLog(lines) });
     expect(loads.map((l) => l.opts?.standIn ?? false)).toEqual([false, true]); // the real load is issued first
     await expect((await loads[1]!.model).clearVisionCache()).rejects.toThrow(/closed/); // closed before the model came
     expect(lines.map((l) => l.msg)).toEqual(["warm-up done", "model loaded"]);
@@ -133,7 +128,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     const lines: Line[] = [];
     loads.length = 0;
     const backward = vi.spyOn(Model.prototype, "backward").mockRejectedValueOnce(new Error("the stand-in's backward broke"));
-    const loaded = await loadModelWithAssets(spec(), { job: job("after-failed-warm-up"), log: capture(lines) });
+    const loaded = await loadModelWithAssets(spec(), { job: job("after-failed-warm-up"), log: captureLog(lines) });
     expect(lines.map((l) => [l.level, l.msg])).toEqual([
       [40, "warm-up failed; the job pays its first-use costs itself"],
       [30, "model loaded"],
@@ -152,13 +147,13 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     const data = join(work, "frames-gone.jsonl");
     await writeFile(data, rows);
     const broken = { ...job("frames-gone"), data };
-    const loaded = await loadModelWithAssets(spec(), { job: broken, log: capture(lines) });
+    const loaded = await loadModelWithAssets(spec(), { job: broken, log: captureLog(lines) });
     expect(lines.map((l) => [l.level, l.msg])).toEqual([
       [40, "warm-up failed; the job pays its first-use costs itself"],
       [30, "model loaded"],
     ]);
     // the frozen pass's first batch, collated beside the load, failed too: the job collates it and reports them
-    await expect(runJob({ rank: 0, world: 1, group: null, log: capture([]) }, loaded.model, loaded.assets, broken, loaded.early)).rejects.toThrow(/gone\.png/);
+    await expect(runJob({ rank: 0, world: 1, group: null, log: captureLog([]) }, loaded.model, loaded.assets, broken, loaded.early)).rejects.toThrow(/gone\.png/);
     await loaded.model.close();
   });
 
@@ -170,7 +165,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
       void load(dir, opts).then((m) => m.close()); // recorded as the first load; its model is not the one returned
       return Promise.reject(Object.assign(new Error("Model.load: out of memory: (stand-in beside it)"), { code: "ERR_RLLOOP_OOM" }));
     });
-    const loaded = await loadModelWithAssets(spec(), { job: job("never"), log: capture(lines) });
+    const loaded = await loadModelWithAssets(spec(), { job: job("never"), log: captureLog(lines) });
     expect(loads.map((l) => l.opts?.standIn ?? false)).toEqual([false, true, false]);
     expect(lines.map((l) => l.msg)).toEqual([
       "warm-up done",
@@ -188,7 +183,7 @@ describe("train warm-up - first-use costs paid on a stand-in beside the load", (
     await rm(join(configOnly, "model.safetensors.index.json"), { force: true });
     loads.length = 0;
     const lines: Line[] = [];
-    await expect(loadModelWithAssets(spec(configOnly), { job: job("never"), log: capture(lines) })).rejects.toThrow(/no model\.safetensors/);
+    await expect(loadModelWithAssets(spec(configOnly), { job: job("never"), log: captureLog(lines) })).rejects.toThrow(/no model\.safetensors/);
     expect(lines.map((l) => l.msg)).toEqual(["warm-up done"]); // the stand-in needs config.json alone
     const standIn = await loads.find((l) => l.opts?.standIn)!.model;
     expect(() => standIn.visionCached("k")).toThrow(/closed/);

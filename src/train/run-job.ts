@@ -67,10 +67,8 @@ export async function loadModelWithAssets(
   if (!warm) return { model: await loading, assets };
   // after the stand-in's load, by when the warm-up has collated its own first batch: the two would share the JS
   // thread and libuv's pool, and the warm-up is what a page-cached load waits for
-  const early = (standIn ?? Promise.resolve()).then(
-    () => collateFirstFrozenBatch(assets, warm.job),
-    () => collateFirstFrozenBatch(assets, warm.job),
-  );
+  const standInSettled = standIn ? standIn.then(() => undefined, () => undefined) : Promise.resolve();
+  const early = standInSettled.then(() => collateFirstFrozenBatch(assets, warm.job));
   early.catch(() => undefined); // the job collates the batch itself then, and reports what is wrong with its rows
   const model = await loading.catch(async (error: unknown) => {
     await warming;

@@ -4,6 +4,7 @@ import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import { pino } from "pino";
 import { expect } from "vitest";
 import { seededPermutation } from "../../src/train/batching.js";
 import { CHAT_TEMPLATE, REFERENCE, ROOT, cacheKey, cachedDir, runPython } from "./train-fixtures.js";
@@ -39,6 +40,11 @@ export async function reference(mode: "sft" | "ppo", args: string[], rows: numbe
   const ordersFile = join(dir, `orders-${mode}-${Date.now()}.json`);
   await writeFile(ordersFile, JSON.stringify(orders));
   await runPython("seed_reference.py", [mode, ...args, "--orders", ordersFile, "--epochs", String(epochs)]);
+}
+
+/** A pino logger at info whose JSON lines land in `lines`, for tests that read a job's log. */
+export function captureLog(lines: Record<string, unknown>[]) {
+  return pino({ level: "info" }, { write: (text: string) => void lines.push(JSON.parse(text) as Record<string, unknown>) });
 }
 
 /** A PPO job's files in `dir` equal those in `plain`, bit for bit, stats.json but its seconds (train_s). */
