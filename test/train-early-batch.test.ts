@@ -149,15 +149,22 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
       const collator = await loadCollator(assets, await loadPrompt(j.prompt ?? undefined), frames);
       return takeEarlyBatch(Promise.resolve(b), group, r, collator, frames);
     };
-    expect(await take(early)).toBe(early.inputs);
+    // each take is given a batch of its own: a batch gives its inputs up, taken or not
+    const fresh = (): EarlyBatch => ({ ...early, inputs: [...early.inputs] });
+    const given = fresh();
+    const taken = await take(given);
+    expect(taken?.length).toBe(group.length);
+    expect(taken!.every((input, i) => input === early.inputs[i])).toBe(true);
+    expect(given.inputs).toHaveLength(0); // its pixels live as long as the job's batch, not as long as `early`
     const reversed = { indices: [...early.indices].reverse(), texts: [...early.texts].reverse(), inputs: [...early.inputs].reverse() };
     expect(await take(reversed)).toBeNull(); // the same rows in another order
+    expect(reversed.inputs).toHaveLength(0);
     const recoded = rows.map((r, i) => (i === group[0] ? { ...r, code: r.code === "1" ? "2" : "1" } : r));
-    expect(await take(early, recoded)).toBeNull(); // a row's text changed since
+    expect(await take(fresh(), recoded)).toBeNull(); // a row's text changed since
     const copy = join(work, "frame-copy.png");
     await copyFile(rows[group[0]!]!.image, copy);
     const moved = rows.map((r, i) => (i === group[0] ? { ...r, image: copy } : r));
-    expect(await take(early, moved)).toBeNull(); // another frame file
+    expect(await take(fresh(), moved)).toBeNull(); // another frame file
     expect(await takeEarlyBatch(Promise.reject(new Error("unreadable")), group, rows, (await loadCollator(assets, await loadPrompt(undefined))), new CachedFrames({ visionCached: () => false }))).toBeNull();
   });
 

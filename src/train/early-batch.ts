@@ -42,7 +42,8 @@ export async function collateFirstFrozenBatch(assets: ModelAssets, job: TrainJob
  * itself): when the collation failed, or its rows, their texts under the job's `collator` or their frame files (the
  * cache key: path, inode, size, times) are not the job's. Taken, its frames' grids go to the job's `frames`, as the
  * job's own collation would have left them, so that later batches send those frames without pixels once the model
- * holds their features. Never rejects.
+ * holds their features. The batch gives its inputs up either way (they leave `batch.inputs`): their pixels (~7 MB a
+ * 640x480 frame) then live as long as the job's first batch, not as long as whoever holds `early`. Never rejects.
  */
 export async function takeEarlyBatch(
   early: Promise<EarlyBatch | null>,
@@ -52,15 +53,16 @@ export async function takeEarlyBatch(
   frames: CachedFrames,
 ): Promise<RowInput[] | null> {
   const batch = await early.catch(() => null);
-  if (!batch || batch.indices.length !== group.length || batch.inputs.length !== group.length) return null;
+  const inputs = batch?.inputs.splice(0) ?? [];
+  if (!batch || batch.indices.length !== group.length || inputs.length !== group.length) return null;
   const matches = await Promise.all(
     group.map(async (row, i) => {
-      const image = batch.inputs[i]!.images[0];
+      const image = inputs[i]!.images[0];
       return batch.indices[i] === row && batch.texts[i] === collator.text(rows[row]!) &&
         image?.cacheKey !== undefined && image.cacheKey === (await frames.key(rows[row]!.image));
     }),
   );
   if (!matches.every(Boolean)) return null;
-  for (const input of batch.inputs) for (const image of input.images) if (image.cacheKey !== undefined) frames.remember(image.cacheKey, image.grid);
-  return batch.inputs;
+  for (const input of inputs) for (const image of input.images) if (image.cacheKey !== undefined) frames.remember(image.cacheKey, image.grid);
+  return inputs;
 }

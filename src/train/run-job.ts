@@ -42,18 +42,18 @@ export async function runJob(
  * thread, and building the tokenizer blocks the JS thread (~1 s with Qwen3.5's vocabulary), so the first job does
  * not pay for it after the load, just as the seed reads its processor before loading its model. A failed read is
  * not kept (load-once.ts): the first job reads again and reports its own error, as it would have without this.
- * With `warm` (a one-shot run, whose job is known before the load) on CUDA, that job's first batch also runs on a
+ * With `oneShot` (a one-shot run, whose job is known before the load) on CUDA, that job's first batch also runs on a
  * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed. A load that
  * ran out of device memory beside the stand-in (a checkpoint that fits the device with little to spare) is made
- * again without it. With `warm`, a PPO job's first frozen batch is also collated beside the load, whatever the
+ * again without it. With `oneShot`, a PPO job's first frozen batch is also collated beside the load, whatever the
  * device and RLLOOP_WARM_UP (early-batch.ts), for runJob's `early`.
  */
 export async function loadModelWithAssets(
   spec: ModelSpec,
-  warm?: { job: TrainJob; log: Logger },
+  oneShot?: { job: TrainJob; log: Logger },
 ): Promise<{ model: Model; assets: ModelAssets; early?: Promise<EarlyBatch | null> }> {
   const { Model } = await import("../native.js");
-  const withStandIn = warm !== undefined && warmsUp(spec);
+  const withStandIn = oneShot !== undefined && warmsUp(spec);
   const start = performance.now();
   const { dir, ...options } = spec; // a ModelSpec is the folder and Model.load's options
   const load = () => Model.load(dir, options);
@@ -62,22 +62,22 @@ export async function loadModelWithAssets(
   const standIn = withStandIn ? loadStandIn(spec) : null; // beside it, on a thread of its own
   const { ModelAssets } = await import("./model-assets.js"); // the tokenizers binding: loaded beside the weights too
   const assets = new ModelAssets(dir);
-  const warming = standIn && warmUp(standIn, assets, warm!.job, warm!.log);
+  const warming = standIn && warmUp(standIn, assets, oneShot!.job, oneShot!.log);
   await assets.collator().catch(() => undefined);
-  if (!warm) return { model: await loading, assets };
+  if (!oneShot) return { model: await loading, assets };
   // after the stand-in's load, by when the warm-up has collated its own first batch: the two would share the JS
   // thread and libuv's pool, and the warm-up is what a page-cached load waits for
   const standInSettled = standIn ? standIn.then(() => undefined, () => undefined) : Promise.resolve();
-  const early = standInSettled.then(() => collateFirstFrozenBatch(assets, warm.job));
+  const early = standInSettled.then(() => collateFirstFrozenBatch(assets, oneShot.job));
   early.catch(() => undefined); // the job collates the batch itself then, and reports what is wrong with its rows
   const model = await loading.catch(async (error: unknown) => {
     await warming;
     if (!warming || (error as { code?: unknown }).code !== "ERR_RLLOOP_OOM") throw error;
-    warm.log.warn({ err: error }, "the model's load ran out of device memory beside the warm-up's stand-in; loading it again alone");
+    oneShot.log.warn({ err: error }, "the model's load ran out of device memory beside the warm-up's stand-in; loading it again alone");
     return load();
   });
   const loadS = secondsSince(start);
   await warming; // (its GPU work would otherwise run inside the job's)
-  warm.log.info({ loadS, readyS: secondsSince(start), warmUp: warming !== null }, "model loaded");
+  oneShot.log.info({ loadS, readyS: secondsSince(start), warmUp: warming !== null }, "model loaded");
   return { model, assets, early };
 }
