@@ -18,3 +18,5 @@ if [ -f ".bench/addon/rlloop_native-$hash.node" ]; then
 fi
 bash bench/gpu/device-build.sh > "$LOG" 2>&1 || { tail -30 "$LOG"; exit 1; }
 if [ -n "${OUT:-}" ]; then cp "$ADDON" "$OUT/rlloop_native-$hash.node"; fi
+# also here, named by its sources: another tree of the call with the same sources (ab_rlloop.sh's OLD) takes it
+mkdir -p .bench/addon && cp "$ADDON" ".bench/addon/rlloop_native-$hash.node"

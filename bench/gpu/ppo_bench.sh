@@ -4,6 +4,7 @@
 # batch 16, accumulation 2, 2 epochs). The seed runs as the unmodified file (copied to .bench/seed/bt_train.py by
 # the host, see bench/README.md) through seed_timed.py; "seed-fla" adds flash-linear-attention (carried wheels).
 # Usage: bash bench/gpu/ppo_bench.sh [ROWS=256] ["rlloop seed seed-fla rlloop-sft seed-sft rlloop-nockpt resident"]
+# ("prepare": the checkpoint, the rows and the addon alone, no run)
 source bench/gpu/device-env.sh
 OUT=${OUT:-.bench/out}; mkdir -p "$OUT"
 ROWS=${1:-256}
@@ -13,12 +14,15 @@ MODEL=/tmp/rlloop-9b; DATA=/tmp/rlloop-ppo-$ROWS; TREE=/tmp/seed-tree
 # at most, and those should be the runs' logs and the reports.
 TRAINED=/tmp/rlloop-bench-trained; mkdir -p "$TRAINED"
 COMMAND="bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
-case " $WHICH " in *" rlloop"*|*" resident "*)  # the seed entries need no build (nor Node)
-  bash bench/gpu/ensure-addon.sh /tmp/rlloop-build.log ;;
+building=""
+case " $WHICH " in *" rlloop"*|*" resident "*|*" prepare "*)  # the seed entries need no build (nor Node)
+  # beside the checkpoint and the data (a fresh machine: ~1-2 minutes each, on other cores)
+  bash bench/gpu/ensure-addon.sh /tmp/rlloop-build.log & building=$! ;;
 esac
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
 [ -f "$DATA/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$DATA" --rows "$ROWS")
+[ -z "$building" ] || wait "$building"  # a failed build ends the script here (set -e)
 case " $WHICH " in *" seed"*)  # the seed's tree (rlloop-only runs need no copy of the seed)
   mkdir -p "$TREE/train" "$TREE/models"
   cp .bench/seed/bt_train.py bench/gpu/seed_stand_in/ctrl_policy.py "$TREE/train/"
@@ -37,10 +41,12 @@ rlloop() {  # rlloop NAME MODE FLAGS...
   timeout "${RUN_TIMEOUT:-400}" node bin/rlloop.js train "$@" --model "$MODEL" --prompt bench/gpu/prompt.jinja --device cuda --gpus 1 \
     --out "$TRAINED/$name" > "$OUT/$name.log" 2>&1 || { tail -25 "$OUT/$name.log"; return 1; }
   grep -E '"msg":"(job|ppo|sft) (start|done)"' "$OUT/$name.log" | cut -c1-400
+  [ "$1" = ppo ] && python3 bench/gpu/round_phases.py "$OUT/$name.log" || true  # where the round's time went
 }
 for w in $WHICH; do
   echo "== $w"
   case $w in
+    prepare) ;;
     rlloop) rlloop rlloop-ppo ppo "${PPO_FLAGS[@]}" ;;
     rlloop-nockpt) rlloop rlloop-nockpt-ppo ppo "${PPO_FLAGS[@]}" --checkpointing off ;;
     rlloop-sft) rlloop rlloop-sft sft "${SFT_FLAGS[@]}" ;;
