@@ -1,6 +1,6 @@
-// A one-shot PPO job's first frozen batch, collated while the model loads (src/train/early-batch.ts), on the CPU
-// build and the tiny Qwen3.5 of the trainer fixture. What must hold: the batch holds the rows the job's frozen pass
-// asks for first (with a reference of its own and with the policy as its reference), the job takes it instead of
+// A one-shot PPO job's first frozen batches, collated while the model loads (src/train/early-batch.ts), on the CPU
+// build and the tiny Qwen3.5 of the trainer fixture. What must hold: the batches hold the rows the job's frozen pass
+// asks for first (with a reference of its own and with the policy as its reference), the job takes them instead of
 // collating those rows again, its files are a plain run's bit for bit, and an early batch that failed or holds other
 // rows costs the job nothing: it collates the batch itself.
 import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -11,7 +11,7 @@ import { Model } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
 import { CachedFrames } from "../src/train/cached-frames.js";
 import { loadCollator } from "../src/train/collate.js";
-import { collateFirstFrozenBatch, takeEarlyBatch, type EarlyBatch } from "../src/train/early-batch.js";
+import { collateFirstFrozenBatches, EARLY_BATCHES, takeEarlyBatch, type EarlyBatch } from "../src/train/early-batch.js";
 import { loadPrompt } from "../src/train/prompt.js";
 import { planFirstUpdate } from "../src/train/first-update.js";
 import { frozenPassPlan } from "../src/train/frozen-pass.js";
@@ -22,6 +22,10 @@ import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
 import { captureLog, expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
 
 type Line = Record<string, unknown>;
+type Early = Promise<Promise<EarlyBatch>[] | null>;
+
+/** The early batches of `job`, collated. */
+const collated = async (assets: ModelAssets, job: TrainJob): Promise<EarlyBatch[]> => Promise.all((await collateFirstFrozenBatches(assets, job))!);
 
 
 describe("train early batch - a one-shot PPO job's first frozen batch collated beside the load", () => {
@@ -36,7 +40,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     });
 
   /** Runs `job(out)` on a freshly loaded model with `early`; returns the frozen pass's log line. */
-  const runWith = async (out: string, early?: Promise<EarlyBatch | null>): Promise<Line> => {
+  const runWith = async (out: string, early?: Early): Promise<Line> => {
     const { model, assets } = await loadModelWithAssets(spec());
     const lines: Line[] = [];
     try {
@@ -62,19 +66,20 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     await rm(work, { recursive: true, force: true });
   });
 
-  it("holds the frozen pass's first rows, with a reference of its own and with the policy as its reference; none for SFT", async () => {
+  it("holds the frozen pass's first batches' rows, with a reference of its own and with the policy as its reference; none for SFT", async () => {
     const assets = new ModelAssets(join(fx, "model"));
     const rows = await readRows(join(fx, "ppo.jsonl"), "ppo", "--data", null);
     expect(rows.length).toBeGreaterThan(4); // more rows than the first update's and a batch: the orders differ
     for (const [ref, refIsPolicy] of [["ref", false], ["seed-round", true]] as const) {
       const j = job("never", "ppo", ref);
-      const early = (await collateFirstFrozenBatch(assets, j))!;
+      const early = await collated(assets, j);
       const { groups } = frozenPassPlan(rows.length, 0, 1, j.batch, planFirstUpdate(rows.length, j, 1), refIsPolicy);
-      expect(early.indices, ref).toEqual(groups[0]);
+      expect(groups.length, ref).toBeGreaterThan(EARLY_BATCHES - 1);
+      expect(early.map((b) => b.indices), ref).toEqual(groups.slice(0, EARLY_BATCHES));
       // every frame with its pixels and its cache key: the fresh model holds no features yet
-      for (const input of early.inputs) expect(input.images.map((i) => [i.pixelValues !== undefined, typeof i.cacheKey])).toEqual([[true, "string"]]);
+      for (const input of early.flatMap((b) => b.inputs)) expect(input.images.map((i) => [i.pixelValues !== undefined, typeof i.cacheKey])).toEqual([[true, "string"]]);
     }
-    expect(await collateFirstFrozenBatch(assets, job("never", "sft"))).toBeNull();
+    expect(await collateFirstFrozenBatches(assets, job("never", "sft"))).toBeNull();
   });
 
   it("a job given it does not collate those rows again, and its files are a plain run's bit for bit", async () => {
@@ -87,8 +92,8 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     } finally {
       await loaded.model.close();
     }
-    expect(lines.find((l) => l.msg === "ppo fixed log-probs")!.firstBatchS).toMatchObject({ collatedEarly: true });
-    expect(plainLine.firstBatchS).toMatchObject({ collatedEarly: false });
+    expect(lines.find((l) => l.msg === "ppo fixed log-probs")).toMatchObject({ firstBatchS: { collatedEarly: true }, collatedEarly: EARLY_BATCHES });
+    expect(plainLine).toMatchObject({ firstBatchS: { collatedEarly: false }, collatedEarly: 0 });
     await expectSameOutputs("early");
     // with the policy as its own reference the pass's order differs (first-update rows skipped): taken as well
     const policyJob = job("early-policy-ref", "ppo", "seed-round");
@@ -99,7 +104,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     } finally {
       await policyLoaded.model.close();
     }
-    expect(policyLines.find((l) => l.msg === "ppo fixed log-probs")!.firstBatchS).toMatchObject({ collatedEarly: true });
+    expect(policyLines.find((l) => l.msg === "ppo fixed log-probs")).toMatchObject({ firstBatchS: { collatedEarly: true }, collatedEarly: EARLY_BATCHES });
   });
 
   it("the job learns the early frames' grids: their rows' later batches send them without pixels, as in a plain run", async () => {
@@ -142,7 +147,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     const assets = new ModelAssets(join(fx, "model"));
     const j = job("never");
     const rows = await readRows(j.data, "ppo", "--data", null);
-    const early = (await collateFirstFrozenBatch(assets, j))!;
+    const early = (await collated(assets, j))[0]!;
     const group = early.indices;
     const take = async (b: EarlyBatch, r = rows) => {
       const frames = new CachedFrames({ visionCached: () => false });
@@ -169,15 +174,21 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
   });
 
   it("an early batch that failed, or that holds other rows, is collated again by the job, with the same files", async () => {
-    const failed = Promise.reject(new Error("a frame could not be read"));
+    const failed = Promise.reject(new Error("the rows could not be read"));
     failed.catch(() => undefined);
-    expect((await runWith("early-failed", failed)).firstBatchS).toMatchObject({ collatedEarly: false });
+    expect(await runWith("early-failed", failed)).toMatchObject({ firstBatchS: { collatedEarly: false }, collatedEarly: 0 });
     await expectSameOutputs("early-failed");
+    // one batch failed alone (a frame of its rows unreadable): the other is taken
     const assets = new ModelAssets(join(fx, "model"));
-    const other = (await collateFirstFrozenBatch(assets, job("never", "ppo", "seed-round")))!; // the other reference's rows
-    const ours = (await collateFirstFrozenBatch(assets, job("never")))!;
-    expect(other.indices).not.toEqual(ours.indices);
-    expect((await runWith("early-other-rows", Promise.resolve(other))).firstBatchS).toMatchObject({ collatedEarly: false });
+    const ours = await collated(assets, job("never"));
+    const firstFailed = Promise.reject(new Error("a frame could not be read"));
+    firstFailed.catch(() => undefined);
+    const oneFailed = await runWith("early-one-failed", Promise.resolve([firstFailed, Promise.resolve(ours[1]!)]));
+    expect(oneFailed).toMatchObject({ firstBatchS: { collatedEarly: false }, collatedEarly: 1 });
+    await expectSameOutputs("early-one-failed");
+    const other = await collated(assets, job("never", "ppo", "seed-round")); // the other reference's rows
+    expect(other[0]!.indices).not.toEqual(ours[0]!.indices);
+    expect(await runWith("early-other-rows", Promise.resolve(other.map((b) => Promise.resolve(b))))).toMatchObject({ firstBatchS: { collatedEarly: false }, collatedEarly: 0 });
     await expectSameOutputs("early-other-rows");
   });
 });

@@ -18,6 +18,7 @@ export interface LoadedBatch<R extends SftRow> {
 export interface DataWait {
   ms: number;
   first?: { collateS: number; prepareS: number; collatedEarly: boolean };
+  collatedEarly?: number; // how many of the pass's batches came collated already (early-batch.ts)
 }
 
 /** The batches of a pass; `firstReady` settles when the first one is prepared (or failed: the failure comes with
@@ -27,9 +28,8 @@ export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> &
 /**
  * Yields each group of indices as a prepared batch, preparing the next one while the caller works. The first batch
  * starts preparing at the call, not at the first iteration, so a caller can create the sequence before other setup
- * (loading adapters: prepare() has a thread of its own) and find that batch ready. `firstInputs`, when it comes
- * with inputs, is the first group collated already (early-batch.ts); when it comes with null, the group is collated
- * here.
+ * (loading adapters: prepare() has a thread of its own) and find that batch ready. `early(g, indices)`, where it
+ * gives inputs, is group g collated already (early-batch.ts); where it gives null, the group is collated here.
  */
 export function preparedBatches<R extends SftRow>(
   model: Model,
@@ -38,20 +38,20 @@ export function preparedBatches<R extends SftRow>(
   groups: number[][],
   source: string,
   wait: DataWait = { ms: 0 },
-  firstInputs?: Promise<RowInput[] | null>,
+  early?: (g: number, indices: number[]) => Promise<RowInput[] | null> | null,
 ): PreparedBatches<R> {
   const load = async (indices: number[], g: number): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
     const start = performance.now();
-    const taken = g === 0 && firstInputs ? await firstInputs : null;
-    firstInputs = undefined; // not kept for the pass's length
-    const early = taken?.length === picked.length ? taken : null;
-    const inputs = early ?? (await Promise.all(picked.map((r) => collator.row(r, source))));
+    const taken = (await early?.(g, indices)) ?? null;
+    const collatedEarly = taken?.length === picked.length ? taken : null;
+    if (collatedEarly) wait.collatedEarly = (wait.collatedEarly ?? 0) + 1;
+    const inputs = collatedEarly ?? (await Promise.all(picked.map((r) => collator.row(r, source))));
     const collated = performance.now();
     const batch = await model.prepare(inputs);
     if (g === 0) {
       const prepareS = round2((performance.now() - collated) / 1000);
-      wait.first = { collateS: round2((collated - start) / 1000), prepareS, collatedEarly: early !== null };
+      wait.first = { collateS: round2((collated - start) / 1000), prepareS, collatedEarly: collatedEarly !== null };
     }
     return { rows: picked, indices, inputs, batch };
   };

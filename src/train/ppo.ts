@@ -15,7 +15,7 @@
 import { join } from "node:path";
 import { deviceMemoryStats, type Model, type Optimizer, type RowInput } from "../native.js";
 import { batches, rankOrder } from "./batching.js";
-import { takeEarlyBatch, type EarlyBatch } from "./early-batch.js";
+import { EARLY_BATCHES, takeEarlyBatch, type EarlyBatch } from "./early-batch.js";
 import { frozenPassPlan } from "./frozen-pass.js";
 import { loadCollator, type Collator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
@@ -46,14 +46,14 @@ export interface PpoResult {
   out: string;
 }
 
-/** `early`: the frozen pass's first batch, collated beside the model's load (early-batch.ts); used when its rows are
- *  that batch's, else collated again here. */
+/** `early`: the frozen pass's first batches, collated beside the model's load (early-batch.ts); each used where its
+ *  rows are that batch's, else collated again here. */
 export async function runPpo(
   ctx: RankContext,
   model: Model,
   assets: ModelAssets,
   job: TrainJob,
-  early?: Promise<EarlyBatch | null>,
+  early?: Promise<Promise<EarlyBatch>[] | null>,
 ): Promise<PpoResult> {
   const setup = new PhaseClock();
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
@@ -64,8 +64,9 @@ export async function runPpo(
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
   // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
-  const takeFirst = early && ((group: number[]) => takeEarlyBatch(early, group, rows, collator, frames));
-  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy, takeFirst);
+  const takeEarly = early && ((g: number, group: number[]) =>
+    g < EARLY_BATCHES ? takeEarlyBatch(early.then((batches) => batches?.[g] ?? null), group, rows, collator, frames) : null);
+  const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy, takeEarly);
   // Epoch 1 opens with the first update's rows, which the frozen pass skips: their frames are decoded and uploaded
   // while it runs, not after it with the GPU idle — from when its first batch is ready, not beside that batch's
   // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
@@ -158,12 +159,12 @@ function frozenPassBatches(
   job: TrainJob,
   firstUpdate: FirstUpdatePlan | null,
   refIsPolicy: boolean,
-  takeFirst: ((group: number[]) => Promise<RowInput[] | null>) | undefined,
+  takeEarly: ((g: number, group: number[]) => Promise<RowInput[] | null> | null) | undefined,
 ): FrozenPassBatches {
   const wait: DataWait = { ms: 0 };
   const { groups, onPolicy, onPolicyRows } = frozenPassPlan(rows.length, ctx.rank, ctx.world, job.batch, firstUpdate, refIsPolicy);
   return {
-    batches: preparedBatches(model, collator, rows, groups, job.data, wait, groups[0] && takeFirst?.(groups[0])),
+    batches: preparedBatches(model, collator, rows, groups, job.data, wait, takeEarly),
     count: groups.length,
     wait,
     adaptersFor: (indices) =>
@@ -209,6 +210,7 @@ async function fixedLogprobs(
       seconds: secondsSince(start),
       dataWaitS: round2(wait.ms / 1000),
       firstBatchS: wait.first, // its rows' collation, then prepare()'s tensors and upload
+      collatedEarly: wait.collatedEarly ?? 0, // batches collated beside the model's load (early-batch.ts)
     },
     "ppo fixed log-probs",
   );
