@@ -47,7 +47,7 @@ def phases(log: Path) -> dict:
         elif msg == "ppo fixed log-probs":
             first = e.get("firstBatchS") or {}
             got["frozen"] = f"{e['seconds']:.2f} (wait {e.get('dataWaitS', 0):.2f}; first {first.get('collateS')}+{first.get('prepareS')}" \
-                            f"{' early' if first.get('collatedEarly') else ''})"
+                            f"; collated early {e.get('collatedEarly', 1 if first.get('collatedEarly') else 0)})"
         elif re.fullmatch(r"ppo epoch \d+", msg):
             got[f"epoch {e['epoch']}"] = f"{e['seconds']:.2f} (wait {e.get('dataWaitS', 0):.2f})"
         elif msg == "ppo saved":
