@@ -11,7 +11,7 @@ import { Model } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
 import { CachedFrames } from "../src/train/cached-frames.js";
 import { loadCollator } from "../src/train/collate.js";
-import { collateFirstFrozenBatches, EARLY_BATCHES, takeEarlyBatch, type EarlyBatch } from "../src/train/early-batch.js";
+import { collateFirstFrozenBatches, EARLY_BATCHES, takeEarlyBatch, type EarlyBatch, type EarlyBatches } from "../src/train/early-batch.js";
 import { loadPrompt } from "../src/train/prompt.js";
 import { planFirstUpdate } from "../src/train/first-update.js";
 import { frozenPassPlan } from "../src/train/frozen-pass.js";
@@ -22,13 +22,12 @@ import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
 import { captureLog, expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
 
 type Line = Record<string, unknown>;
-type Early = Promise<Promise<EarlyBatch>[] | null>;
 
 /** The early batches of `job`, collated. */
 const collated = async (assets: ModelAssets, job: TrainJob): Promise<EarlyBatch[]> => Promise.all((await collateFirstFrozenBatches(assets, job))!);
 
 
-describe("train early batch - a one-shot PPO job's first frozen batch collated beside the load", () => {
+describe("train early batch - a one-shot PPO job's first frozen batches collated beside the load", () => {
   let fx: string;
   let work: string;
   const spec = (): ModelSpec => ({ dir: join(fx, "model"), device: "cpu", dtype: "float32", checkpointing: "auto", tf32: "auto", attention: "flash" });
@@ -40,7 +39,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     });
 
   /** Runs `job(out)` on a freshly loaded model with `early`; returns the frozen pass's log line. */
-  const runWith = async (out: string, early?: Early): Promise<Line> => {
+  const runWith = async (out: string, early?: EarlyBatches): Promise<Line> => {
     const { model, assets } = await loadModelWithAssets(spec());
     const lines: Line[] = [];
     try {
@@ -74,7 +73,7 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
       const j = job("never", "ppo", ref);
       const early = await collated(assets, j);
       const { groups } = frozenPassPlan(rows.length, 0, 1, j.batch, planFirstUpdate(rows.length, j, 1), refIsPolicy);
-      expect(groups.length, ref).toBeGreaterThan(EARLY_BATCHES - 1);
+      expect(groups.length, ref).toBeGreaterThanOrEqual(EARLY_BATCHES);
       expect(early.map((b) => b.indices), ref).toEqual(groups.slice(0, EARLY_BATCHES));
       // every frame with its pixels and its cache key: the fresh model holds no features yet
       for (const input of early.flatMap((b) => b.inputs)) expect(input.images.map((i) => [i.pixelValues !== undefined, typeof i.cacheKey])).toEqual([[true, "string"]]);
@@ -95,6 +94,8 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     expect(lines.find((l) => l.msg === "ppo fixed log-probs")).toMatchObject({ firstBatchS: { collatedEarly: true }, collatedEarly: EARLY_BATCHES });
     expect(plainLine).toMatchObject({ firstBatchS: { collatedEarly: false }, collatedEarly: 0 });
     await expectSameOutputs("early");
+    // the batches gave their inputs (their frames' pixels) up to the job: `early` holds none of them now
+    expect((await Promise.all((await loaded.early)!)).map((b) => b.inputs.length)).toEqual(Array(EARLY_BATCHES).fill(0));
     // with the policy as its own reference the pass's order differs (first-update rows skipped): taken as well
     const policyJob = job("early-policy-ref", "ppo", "seed-round");
     const policyLoaded = await loadModelWithAssets(spec(), { job: policyJob, log: captureLog([]) });
@@ -188,7 +189,46 @@ describe("train early batch - a one-shot PPO job's first frozen batch collated b
     await expectSameOutputs("early-one-failed");
     const other = await collated(assets, job("never", "ppo", "seed-round")); // the other reference's rows
     expect(other[0]!.indices).not.toEqual(ours[0]!.indices);
+    expect(other[1]!.indices.length).not.toBe(ours[1]!.indices.length); // the second refused for its length alone
     expect(await runWith("early-other-rows", Promise.resolve(other.map((b) => Promise.resolve(b))))).toMatchObject({ firstBatchS: { collatedEarly: false }, collatedEarly: 0 });
     await expectSameOutputs("early-other-rows");
+  });
+
+  it("the job takes its first early batch without waiting for the second", async () => {
+    // the second batch is held until the job prepares its first: a job that waited for the second before taking
+    // the first would never prepare it, and hang here
+    const [first, second] = await collated(new ModelAssets(join(fx, "model")), job("never"));
+    let release!: () => void;
+    const held = new Promise<EarlyBatch>((resolve) => (release = () => resolve(second!)));
+    const prepare = Model.prototype.prepare;
+    const spy = vi.spyOn(Model.prototype, "prepare").mockImplementation(function (this: Model, ...args) {
+      release();
+      return prepare.apply(this, args);
+    });
+    try {
+      const line = await runWith("early-ordered", Promise.resolve([Promise.resolve(first!), held]));
+      expect(line).toMatchObject({ firstBatchS: { collatedEarly: true }, collatedEarly: EARLY_BATCHES });
+    } finally {
+      spy.mockRestore();
+    }
+    await expectSameOutputs("early-ordered");
+  });
+
+  it("a batch whose frame does not decode fails alone: the next one is collated", async () => {
+    const j0 = job("never");
+    const rows = await readRows(j0.data, "ppo", "--data", null);
+    const { groups } = frozenPassPlan(rows.length, 0, 1, j0.batch, planFirstUpdate(rows.length, j0, 1), false);
+    // a frame of the first batch replaced by a file that is no PNG (its stat works, its decoding fails)
+    const broken = join(work, "broken-frame.png");
+    await writeFile(broken, "not a png");
+    const lines = (await readFile(j0.data, "utf8")).trim().split("\n");
+    const row = groups[0]![0]!;
+    lines[row] = JSON.stringify({ ...(JSON.parse(lines[row]!) as object), image: broken });
+    const data = join(work, "broken-first.jsonl");
+    await writeFile(data, lines.join("\n") + "\n");
+    const early = (await collateFirstFrozenBatches(new ModelAssets(join(fx, "model")), job("never", "ppo", "ref", data)))!;
+    expect(early).toHaveLength(EARLY_BATCHES);
+    await expect(early[0]).rejects.toThrow();
+    expect((await early[1]!).indices).toEqual(groups[1]);
   });
 });

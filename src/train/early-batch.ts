@@ -27,6 +27,9 @@ export interface EarlyBatch {
   inputs: RowInput[];
 }
 
+/** The early batches of a job, each a promise of its own (collateFirstFrozenBatches); null for a job without any. */
+export type EarlyBatches = Promise<Promise<EarlyBatch>[] | null>;
+
 /** How many of the frozen pass's batches are collated beside the load: its first (`batch` rows) and its second. */
 export const EARLY_BATCHES = 2;
 
@@ -36,7 +39,7 @@ export const EARLY_BATCHES = 2;
  * collation fails rejects alone, the whole when the rows cannot be read: the caller's to ignore (the job then
  * collates those rows itself and reports what is wrong with them).
  */
-export async function collateFirstFrozenBatches(assets: ModelAssets, job: TrainJob): Promise<Promise<EarlyBatch>[] | null> {
+export async function collateFirstFrozenBatches(assets: ModelAssets, job: TrainJob): EarlyBatches {
   if (job.kind !== "ppo") return null;
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
@@ -50,8 +53,7 @@ export async function collateFirstFrozenBatches(assets: ModelAssets, job: TrainJ
       texts: picked.map((row) => collator.text(row)),
       inputs: await Promise.all(picked.map((row) => collator.row(row, job.data))),
     }));
-    batch.catch(() => undefined); // read by takeEarlyBatch, if the job gets that far
-    previous = batch.catch(() => undefined);
+    previous = batch.catch(() => undefined); // (and `batch` handled: read by takeEarlyBatch, if the job gets that far)
     return batch;
   });
 }
@@ -63,7 +65,7 @@ export async function collateFirstFrozenBatches(assets: ModelAssets, job: TrainJ
  * frames' grids go to the job's `frames`, as the job's own collation would have left them, so that later batches send
  * those frames without pixels once the model holds their features. The batch gives its inputs up either way (they
  * leave `batch.inputs`): their pixels (~7 MB a 640x480 frame) then live as long as the job's batch, not as long as
- * whoever holds `early`. Never rejects.
+ * whoever holds `early`. Never rejects: a row that no longer renders (the file changed since) is a mismatch too.
  */
 export async function takeEarlyBatch(
   early: Promise<EarlyBatch | null>,
@@ -78,11 +80,20 @@ export async function takeEarlyBatch(
   const matches = await Promise.all(
     group.map(async (row, i) => {
       const image = inputs[i]!.images[0];
-      return batch.indices[i] === row && batch.texts[i] === collator.text(rows[row]!) &&
+      return batch.indices[i] === row && batch.texts[i] === renders(collator, rows[row]!) &&
         image?.cacheKey !== undefined && image.cacheKey === (await frames.key(rows[row]!.image));
     }),
   );
   if (!matches.every(Boolean)) return null;
   for (const input of inputs) for (const image of input.images) if (image.cacheKey !== undefined) frames.remember(image.cacheKey, image.grid);
   return inputs;
+}
+
+/** The row's text under `collator`, or null where it does not render (the job's own collation reports why). */
+function renders(collator: Collator, row: SftRow): string | null {
+  try {
+    return collator.text(row);
+  } catch {
+    return null;
+  }
 }

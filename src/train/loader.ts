@@ -43,15 +43,14 @@ export function preparedBatches<R extends SftRow>(
   const load = async (indices: number[], g: number): Promise<LoadedBatch<R>> => {
     const picked = indices.map((i) => rows[i]!);
     const start = performance.now();
-    const taken = (await early?.(g, indices)) ?? null;
-    const collatedEarly = taken?.length === picked.length ? taken : null;
-    if (collatedEarly) wait.collatedEarly = (wait.collatedEarly ?? 0) + 1;
-    const inputs = collatedEarly ?? (await Promise.all(picked.map((r) => collator.row(r, source))));
+    const earlyInputs = (await early?.(g, indices)) ?? null; // (checked against these rows by its giver)
+    if (earlyInputs) wait.collatedEarly = (wait.collatedEarly ?? 0) + 1;
+    const inputs = earlyInputs ?? (await Promise.all(picked.map((r) => collator.row(r, source))));
     const collated = performance.now();
     const batch = await model.prepare(inputs);
     if (g === 0) {
       const prepareS = round2((performance.now() - collated) / 1000);
-      wait.first = { collateS: round2((collated - start) / 1000), prepareS, collatedEarly: collatedEarly !== null };
+      wait.first = { collateS: round2((collated - start) / 1000), prepareS, collatedEarly: earlyInputs !== null };
     }
     return { rows: picked, indices, inputs, batch };
   };

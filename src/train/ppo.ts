@@ -15,7 +15,7 @@
 import { join } from "node:path";
 import { deviceMemoryStats, type Model, type Optimizer, type RowInput } from "../native.js";
 import { batches, rankOrder } from "./batching.js";
-import { EARLY_BATCHES, takeEarlyBatch, type EarlyBatch } from "./early-batch.js";
+import { EARLY_BATCHES, takeEarlyBatch, type EarlyBatches } from "./early-batch.js";
 import { frozenPassPlan } from "./frozen-pass.js";
 import { loadCollator, type Collator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
@@ -53,7 +53,7 @@ export async function runPpo(
   model: Model,
   assets: ModelAssets,
   job: TrainJob,
-  early?: Promise<Promise<EarlyBatch>[] | null>,
+  early?: EarlyBatches,
 ): Promise<PpoResult> {
   const setup = new PhaseClock();
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
@@ -63,9 +63,10 @@ export async function runPpo(
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   const firstUpdate = planFirstUpdate(rows.length, job, ctx.world);
-  // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker).
+  // The frozen pass's first batch is prepared (on prepare()'s thread) while the adapters load (on the worker); each
+  // early batch is awaited alone, when its group is loaded.
   const takeEarly = early && ((g: number, group: number[]) =>
-    g < EARLY_BATCHES ? takeEarlyBatch(early.then((batches) => batches?.[g] ?? null), group, rows, collator, frames) : null);
+    g < EARLY_BATCHES ? takeEarlyBatch(early.then((all) => all?.[g] ?? null), group, rows, collator, frames) : null);
   const frozen = frozenPassBatches(ctx, model, collator, rows, job, firstUpdate, refIsPolicy, takeEarly);
   // Epoch 1 opens with the first update's rows, which the frozen pass skips: their frames are decoded and uploaded
   // while it runs, not after it with the GPU idle — from when its first batch is ready, not beside that batch's

@@ -9,7 +9,7 @@ import type { RankContext } from "./rank-context.js";
 import { secondsSince } from "./progress.js";
 import { runSft, type SftResult } from "./sft.js";
 import { loadStandIn, warmsUp, warmUp } from "./warm-up.js";
-import { collateFirstFrozenBatches, type EarlyBatch } from "./early-batch.js";
+import { collateFirstFrozenBatches, type EarlyBatches } from "./early-batch.js";
 
 export type TrainResult = SftResult | PpoResult;
 
@@ -19,7 +19,7 @@ export async function runJob(
   model: Model,
   assets: ModelAssets,
   job: TrainJob,
-  early?: Promise<Promise<EarlyBatch>[] | null>,
+  early?: EarlyBatches,
 ): Promise<TrainResult> {
   // "job start"/"job done" bracket everything after the model load (adapters, fixed log-probs, training, saving):
   // the span benchmarks compare, with the job's peak GPU memory.
@@ -45,13 +45,13 @@ export async function runJob(
  * With `oneShot` (a one-shot run, whose job is known before the load) on CUDA, that job's first batch also runs on a
  * stand-in model beside the load (warm-up.ts), and the model is returned once the stand-in is closed. A load that
  * ran out of device memory beside the stand-in (a checkpoint that fits the device with little to spare) is made
- * again without it. With `oneShot`, a PPO job's first frozen batches are also collated beside the load, whatever the
- * device and RLLOOP_WARM_UP (early-batch.ts), for runJob's `early`.
+ * again without it. With `oneShot`, a PPO job's first two frozen batches (EARLY_BATCHES) are also collated beside
+ * the load, whatever the device and RLLOOP_WARM_UP (early-batch.ts), for runJob's `early`.
  */
 export async function loadModelWithAssets(
   spec: ModelSpec,
   oneShot?: { job: TrainJob; log: Logger },
-): Promise<{ model: Model; assets: ModelAssets; early?: Promise<Promise<EarlyBatch>[] | null> }> {
+): Promise<{ model: Model; assets: ModelAssets; early?: EarlyBatches }> {
   const { Model } = await import("../native.js");
   const withStandIn = oneShot !== undefined && warmsUp(spec);
   const start = performance.now();
