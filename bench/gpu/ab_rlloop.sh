@@ -20,7 +20,8 @@ for which in $ORDER; do
   tree=$PWD; [ "$which" = old ] && tree=$OLD
   (cd "$tree" && OUT=/tmp/ab-$i bash bench/gpu/ppo_bench.sh 256 rlloop > /tmp/ab-$i.txt 2>&1) || { echo "== $which FAILED"; tail -20 /tmp/ab-$i.txt; }
   cp /tmp/ab-$i/rlloop-ppo.log "/tmp/ab-$i-$which.log" 2>/dev/null || true
-  printf '%-4s %s\n' "$which" "$(grep -o '"seconds":[0-9.]*,"peakGpuGiB":[0-9.]*' "/tmp/ab-$i-$which.log" | head -1)"
-  python3 bench/gpu/round_phases.py "/tmp/ab-$i-$which.log" 2>&1 | sed 's/^/     /'  # where its time went
+  cp /tmp/ab-$i/*.node "$OUT/" 2>/dev/null || true  # the old tree's own build, where it made one
+  printf '%-4s %s\n' "$which" "$(grep -so '"seconds":[0-9.]*,"peakGpuGiB":[0-9.]*' "/tmp/ab-$i-$which.log" | head -1)"
+  python3 bench/gpu/round_phases.py "/tmp/ab-$i-$which.log" 2>&1 | sed 's/^/     /' || true  # where its time went
 done | tee "$OUT/ab.txt"
-tar czf "$OUT/ab-logs.tgz" -C /tmp $(cd /tmp && ls ab-*-*.log)
+tar czf "$OUT/ab-logs.tgz" -C /tmp $(cd /tmp && ls ab-*-*.log 2>/dev/null)

@@ -16,13 +16,14 @@ TRAINED=/tmp/rlloop-bench-trained; mkdir -p "$TRAINED"
 COMMAND="bash bench/gpu/ppo_bench.sh $ROWS \"$WHICH\""
 building=""
 case " $WHICH " in *" rlloop"*|*" resident "*|*" prepare "*)  # the seed entries need no build (nor Node)
-  # beside the checkpoint and the data (a fresh machine: ~1-2 minutes each, on other cores)
-  bash bench/gpu/ensure-addon.sh /tmp/rlloop-build.log & building=$! ;;
+  # beside the checkpoint and the data (a fresh machine: ~1-2 minutes each; they share the cores); stopped if those fail
+  bash bench/gpu/ensure-addon.sh /tmp/rlloop-build.log & building=$!
+  trap 'kill "$building" 2>/dev/null || true' EXIT ;;
 esac
 [ -f "$MODEL/config.json" ] || python3 bench/gpu/make_9b.py "$MODEL" 2>&1 | grep -v Writing
 [ -f "$MODEL/tokenizer.json" ] || python3 bench/gpu/byte_tokenizer.py "$MODEL" config/qwen3.5-chat-template.jinja >/dev/null
 [ -f "$DATA/ppo.jsonl" ] || (cd bench/gpu && python3 make_ppo_data.py "$MODEL" "$DATA" --rows "$ROWS")
-[ -z "$building" ] || wait "$building"  # a failed build ends the script here (set -e)
+[ -z "$building" ] || { wait "$building"; trap - EXIT; }  # a failed build ends the script here (set -e)
 case " $WHICH " in *" seed"*)  # the seed's tree (rlloop-only runs need no copy of the seed)
   mkdir -p "$TREE/train" "$TREE/models"
   cp .bench/seed/bt_train.py bench/gpu/seed_stand_in/ctrl_policy.py "$TREE/train/"
@@ -63,6 +64,6 @@ for w in $WHICH; do
       if [ $w = seed-fla ]; then PYTHONPATH=$fla_path seed seed-fla-ppo ppo "${PPO_FLAGS[@]}"
       else PYTHONPATH=$fla_path seed seed-fla-sft sft "${SFT_FLAGS[@]}"; fi ;;
   esac || echo "== $w FAILED"
-  python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "$COMMAND" > /tmp/rlloop-bench-report.txt  # the table so far
+  [ "$w" = prepare ] || python3 bench/gpu/ppo_report.py "$OUT" "$ROWS" "$COMMAND" > /tmp/rlloop-bench-report.txt  # the table so far
 done
-cat /tmp/rlloop-bench-report.txt
+[ "$WHICH" = prepare ] || cat /tmp/rlloop-bench-report.txt

@@ -46,7 +46,8 @@ def phases(log: Path) -> dict:
             frozen_steps[e["step"]] = seconds_of(e)
         elif msg == "ppo fixed log-probs":
             first = e.get("firstBatchS") or {}
-            got["frozen"] = f"{e['seconds']:.2f} (wait {e.get('dataWaitS', 0):.2f}; first {first.get('collateS')}+{first.get('prepareS')}" \
+            got["frozen"] = f"{e['seconds']:.2f} (wait {e.get('dataWaitS', 0):.2f}" + \
+                            (f"; first {first['collateS']}+{first['prepareS']}" if "collateS" in first else "") + \
                             f"; collated early {e.get('collatedEarly', 1 if first.get('collatedEarly') else 0)})"
         elif re.fullmatch(r"ppo epoch \d+", msg):
             got[f"epoch {e['epoch']}"] = f"{e['seconds']:.2f} (wait {e.get('dataWaitS', 0):.2f})"
@@ -63,7 +64,15 @@ def phases(log: Path) -> dict:
     return got
 
 
+# the phases in the order they happen (a log holds them in the order they were logged)
+ORDER = ["round", "peak GiB", "load/ready", "warm-up", "rows,adapters", "frozen", "batch 1 ends", "batches 2,3", "epoch 1",
+         "epoch 2", "saving", "logp_gap"]
+
+
 if __name__ == "__main__":
     for path in sys.argv[1:]:
+        if not Path(path).is_file():
+            print(f"{Path(path).name}: no log (the run failed before it wrote one)")
+            continue
         got = phases(Path(path))
-        print(Path(path).name + ": " + "; ".join(f"{k} {v}" for k, v in got.items()))
+        print(Path(path).name + ": " + "; ".join(f"{k} {got[k]}" for k in ORDER if k in got))
