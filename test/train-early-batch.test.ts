@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Model } from "../src/native.js";
 import type { ModelSpec, TrainJob } from "../src/contract/index.js";
 import { CachedFrames } from "../src/train/cached-frames.js";
-import { loadCollator } from "../src/train/collate.js";
+import { loadCollator, type Collator } from "../src/train/collate.js";
 import { collateFirstFrozenBatches, EARLY_BATCHES, takeEarlyBatch, type EarlyBatch, type EarlyBatches } from "../src/train/early-batch.js";
 import { loadPrompt } from "../src/train/prompt.js";
 import { planFirstUpdate } from "../src/train/first-update.js";
@@ -171,6 +171,9 @@ describe("train early batch - a one-shot PPO job's first frozen batches collated
     await copyFile(rows[group[0]!]!.image, copy);
     const moved = rows.map((r, i) => (i === group[0] ? { ...r, image: copy } : r));
     expect(await take(fresh(), moved)).toBeNull(); // another frame file
+    // a row that no longer renders (its file changed since): a mismatch, not a failure of the job
+    const unrenderable = { text: () => { throw new Error("the template fails on this row"); } } as unknown as Collator;
+    expect(await takeEarlyBatch(Promise.resolve(fresh()), group, rows, unrenderable, new CachedFrames({ visionCached: () => false }))).toBeNull();
     expect(await takeEarlyBatch(Promise.reject(new Error("unreadable")), group, rows, (await loadCollator(assets, await loadPrompt(undefined))), new CachedFrames({ visionCached: () => false }))).toBeNull();
   });
 
