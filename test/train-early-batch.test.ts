@@ -26,7 +26,6 @@ type Line = Record<string, unknown>;
 /** The early batches of `job`, collated. */
 const collated = async (assets: ModelAssets, job: TrainJob): Promise<EarlyBatch[]> => Promise.all((await collateFirstFrozenBatches(assets, job))!);
 
-
 describe("train early batch - a one-shot PPO job's first frozen batches collated beside the load", () => {
   let fx: string;
   let work: string;

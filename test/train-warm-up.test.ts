@@ -22,7 +22,6 @@ vi.mock("../src/train/warm-up.js", async (importActual) => ({
 
 type Line = Record<string, unknown>;
 
-
 describe("train warm-up - first-use costs paid on a stand-in beside the load", () => {
   let fx: string;
   let work: string;

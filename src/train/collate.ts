@@ -10,9 +10,10 @@ import { TrainInputError } from "./errors.js";
 import { expandImagePads } from "./image-pads.js";
 import { readImagePatches } from "./images.js";
 import type { ModelAssets } from "./model-assets.js";
-import type { PromptRenderer } from "./prompt.js";
+import { loadPrompt, type PromptRenderer } from "./prompt.js";
 import type { SftRow } from "./rows.js";
 import type { TextTokenizer } from "./tokenizer.js";
+import type { TrainJob } from "../contract/index.js";
 
 export const END_TOKEN = "<|im_end|>";
 export const IMAGE_PAD_TOKEN = "<|image_pad|>";
@@ -35,6 +36,11 @@ export interface CollatorParts {
 
 export async function loadCollator(assets: ModelAssets, prompt: PromptRenderer, frames?: CachedFrames): Promise<Collator> {
   return makeCollator({ ...(await assets.collator()), prompt, ...(frames ? { frames } : {}) });
+}
+
+/** The collator of `job`: the model's assets and the job's prompt (the default one without `--prompt`). */
+export async function loadJobCollator(assets: ModelAssets, job: TrainJob, frames?: CachedFrames): Promise<Collator> {
+  return loadCollator(assets, await loadPrompt(job.prompt ?? undefined), frames);
 }
 
 export function makeCollator({ chatTemplate, tokenizer, imageOptions, prompt, frames }: CollatorParts): Collator {

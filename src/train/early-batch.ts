@@ -14,11 +14,10 @@ import type { RowInput } from "../native.js";
 import type { TrainJob } from "../contract/index.js";
 import { sameAdapter } from "./adapter-identity.js";
 import { CachedFrames } from "./cached-frames.js";
-import { loadCollator, type Collator } from "./collate.js";
+import { loadJobCollator, type Collator } from "./collate.js";
 import { planFirstUpdate } from "./first-update.js";
 import { frozenPassPlan } from "./frozen-pass.js";
 import type { ModelAssets } from "./model-assets.js";
-import { loadPrompt } from "./prompt.js";
 import { readRows, type SftRow } from "./rows.js";
 
 export interface EarlyBatch {
@@ -44,7 +43,7 @@ export async function collateFirstFrozenBatches(assets: ModelAssets, job: TrainJ
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);
   const { groups } = frozenPassPlan(rows.length, 0, 1, job.batch, planFirstUpdate(rows.length, job, 1), refIsPolicy);
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames({ visionCached: () => false }));
+  const collator = await loadJobCollator(assets, job, new CachedFrames({ visionCached: () => false }));
   let previous: Promise<unknown> = Promise.resolve();
   return groups.slice(0, EARLY_BATCHES).map((indices) => {
     const picked = indices.map((i) => rows[i]!);

@@ -17,7 +17,7 @@ import { deviceMemoryStats, type Model, type Optimizer, type RowInput } from "..
 import { batches, rankOrder } from "./batching.js";
 import { EARLY_BATCHES, takeEarlyBatch, type EarlyBatches } from "./early-batch.js";
 import { frozenPassPlan } from "./frozen-pass.js";
-import { loadCollator, type Collator } from "./collate.js";
+import { loadJobCollator, type Collator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
 import { encodeStats, encodeWithNonFinite, LOGP_GAPS_FILE, type LogpGaps } from "../contract/index.js";
 import { writeFileAtomic } from "./files.js";
@@ -30,7 +30,6 @@ import { preparedBatches, type DataWait, type PreparedBatches } from "./loader.j
 import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
 import { PhaseClock } from "../phase-clock.js";
 import { Progress, round2, secondsSince } from "./progress.js";
-import { loadPrompt } from "./prompt.js";
 import { meanOverRanks, sumOverRanks, type RankContext } from "./rank-context.js";
 import { readRows, type PpoRow } from "./rows.js";
 import { mean, mismatchStats, round4, type PpoStats, type PpoStepStats } from "./stats.js";
@@ -58,7 +57,7 @@ export async function runPpo(
   const setup = new PhaseClock();
   const rows = await readRows(job.data, "ppo", "--data", job.image_base);
   const frames = new CachedFrames(model);
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), frames);
+  const collator = await loadJobCollator(assets, job, frames);
   setup.lap("rows");
   // A loop's first round references the policy itself (byte-identical): then the reference is not loaded at all.
   const refIsPolicy = await sameAdapter(job.adapter!, job.ref!);

@@ -8,14 +8,13 @@ import type { Model } from "../native.js";
 import { validationAccuracy } from "./accuracy.js";
 import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
 import { CachedFrames } from "./cached-frames.js";
-import { loadCollator } from "./collate.js";
+import { loadJobCollator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
 import type { TrainJob } from "../contract/index.js";
 import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM } from "./hyperparameters.js";
 import { preparedBatches } from "./loader.js";
 import { createOptimizer } from "./optimizer-state.js";
 import { Progress } from "./progress.js";
-import { loadPrompt } from "./prompt.js";
 import { meanOverRanks, type RankContext } from "./rank-context.js";
 import { readRows } from "./rows.js";
 import { sftLearningRate } from "./schedule.js";
@@ -35,7 +34,7 @@ export interface SftResult {
 export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets, job: TrainJob): Promise<SftResult> {
   const rows = await readRows(job.data, "sft", "--data", job.image_base);
   const valid = job.valid === null ? null : await readRows(job.valid, "sft", "--valid", job.image_base);
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames(model));
+  const collator = await loadJobCollator(assets, job, new CachedFrames(model));
   await setUpAdapter(model, job);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
   const total = Math.min(job.max_updates ?? Infinity, batchesPerEpoch(rows.length, ctx.world, job.batch) * job.epochs);

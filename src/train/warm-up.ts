@@ -12,13 +12,12 @@ import type { Logger } from "pino";
 import { Model, type LoraSpec, type RowInput } from "../native.js";
 import { rankOrder } from "./batching.js";
 import { CachedFrames } from "./cached-frames.js";
-import { loadCollator } from "./collate.js";
+import { loadJobCollator } from "./collate.js";
 import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM, PPO_BETA, PPO_CLIP } from "./hyperparameters.js";
 import type { ModelAssets } from "./model-assets.js";
 import { shown, TrainInputError } from "./errors.js";
 import { createOptimizer } from "./optimizer-state.js";
 import { PhaseClock, round2 } from "../phase-clock.js";
-import { loadPrompt } from "./prompt.js";
 import { readRows, type PpoRow, type SftRow } from "./rows.js";
 
 const ADAPTER = "warm-up";
@@ -77,7 +76,7 @@ async function firstBatch(assets: ModelAssets, job: TrainJob): Promise<{ rows: S
   const rows = order.slice(0, job.batch).map((i) => all[i]!);
   if (rows.length === 0) throw new Error("the job has no rows");
   // (the stand-in's vision cache is empty: every frame goes with its pixels)
-  const collator = await loadCollator(assets, await loadPrompt(job.prompt ?? undefined), new CachedFrames({ visionCached: () => false }));
+  const collator = await loadJobCollator(assets, job, new CachedFrames({ visionCached: () => false }));
   return { rows, inputs: await Promise.all(rows.map((row) => collator.row(row, job.data))) };
 }
 
