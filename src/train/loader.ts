@@ -22,8 +22,9 @@ export interface DataWait {
 }
 
 /** The batches of a pass; `firstReady` settles when the first one is prepared (or failed: the failure comes with
- *  the batch, when it is read). */
-export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> & { firstReady: Promise<void> };
+ *  the batch, when it is read); `lastTaken` resolves when the last one is handed to the caller, which trains on it
+ *  now: the time to start preparing what follows the pass. */
+export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> & { firstReady: Promise<void>; lastTaken: Promise<void> };
 
 /**
  * Yields each group of indices as a prepared batch, preparing the next one while the caller works. The first batch
@@ -61,6 +62,9 @@ export function preparedBatches<R extends SftRow>(
     return pending;
   };
   const first = prefetch(0);
+  let lastHandedOut = () => {};
+  const lastTaken = new Promise<void>((resolve) => (lastHandedOut = resolve));
+  if (groups.length === 0) lastHandedOut();
   const batches = (async function* () {
     let next = first;
     for (let g = 0; g < groups.length; g++) {
@@ -68,8 +72,10 @@ export function preparedBatches<R extends SftRow>(
       const current = await next!;
       wait.ms += performance.now() - waitStart;
       next = prefetch(g + 1);
+      if (next === null) lastHandedOut();
       yield current;
     }
   })();
-  return Object.assign(batches, { firstReady: first ? first.then(() => undefined, () => undefined) : Promise.resolve() });
+  const firstReady = first ? first.then(() => undefined, () => undefined) : Promise.resolve();
+  return Object.assign(batches, { firstReady, lastTaken });
 }

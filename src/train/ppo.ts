@@ -71,8 +71,8 @@ export async function runPpo(
   // while it runs, not after it with the GPU idle — from when its first batch is ready, not beside that batch's
   // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
   // 0.47-0.73 s with the epoch's batch prepared beside it: two H200 calls, bench/RESULTS.md).
-  const firstEpoch = firstUpdate ? frozen.batches.firstReady.then(() => epochBatches(ctx, model, collator, rows, job, 0)) : null;
-  firstEpoch?.catch(() => undefined); // read at epoch 1; a job that fails before must not leave it unhandled
+  // Without a first update, epoch 1 starts as a later epoch does: once the pass before it hands out its last batch.
+  const firstEpoch = following(firstUpdate ? frozen.batches.firstReady : frozen.batches.lastTaken, ctx, model, collator, rows, job, 0);
   await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
   setup.lap("adapters");
@@ -105,8 +105,10 @@ export async function runPpo(
   const start = performance.now();
   let updates = 0;
   let last: PpoStepStats[] = [];
+  let data = await firstEpoch;
   for (let epoch = 0; epoch < job.epochs; epoch++) {
-    const data = epoch === 0 && firstEpoch ? await firstEpoch : epochBatches(ctx, model, collator, rows, job, epoch);
+    // The next epoch's first batch is prepared while this epoch's last one trains, not after it with the GPU idle.
+    const next = epoch + 1 < job.epochs ? following(data.batches.lastTaken, ctx, model, collator, rows, job, epoch + 1) : null;
     const epochRun = await ppoEpoch(ctx, model, optimizer, data, fixed, weights, job, epoch, first);
     updates += epochRun.updates;
     last = epochRun.steps;
@@ -122,6 +124,7 @@ export async function runPpo(
       },
       `ppo epoch ${epoch + 1}`,
     );
+    if (next) data = await next;
   }
   const totals = await meanOverRanks(
     ctx,
@@ -229,6 +232,13 @@ function epochBatches(ctx: RankContext, model: Model, collator: Collator, rows: 
   const groups = batches(order, job.batch);
   const wait: DataWait = { ms: 0 };
   return { groups, wait, batches: preparedBatches(model, collator, rows, groups, job.data, wait) };
+}
+
+/** Epoch `epoch`'s batches, their first one prepared from when `after` settles. */
+function following(after: Promise<void>, ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob, epoch: number): Promise<EpochBatches> {
+  const data = after.then(() => epochBatches(ctx, model, collator, rows, job, epoch));
+  data.catch(() => undefined); // read when its epoch starts; a job that fails before must not leave it unhandled
+  return data;
 }
 
 async function ppoEpoch(

@@ -1,0 +1,132 @@
+// A PPO job's passes hand over without the accelerator waiting between them: the next pass's first batch is asked
+// for (collated, then prepare()d) while the pass before it runs its last batch, not after. On the CPU build and the
+// tiny Qwen3.5 of the trainer fixture: the batch that ends a pass is held back until the next pass's first batch has
+// been asked for — a job that started the next pass only after the last batch had run would never ask, and fail here.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { Model, type Batch } from "../src/native.js";
+import type { ModelSpec, TrainJob } from "../src/contract/index.js";
+import { batchesPerEpoch } from "../src/train/batching.js";
+import { planFirstUpdate } from "../src/train/first-update.js";
+import { frozenPassPlan } from "../src/train/frozen-pass.js";
+import { jobFromFlags } from "../src/train/one-shot.js";
+import { readRows } from "../src/train/rows.js";
+import { loadModelWithAssets, runJob } from "../src/train/run-job.js";
+import { captureLog, expectSamePpoFiles, trainFixture } from "./helpers/train-run.js";
+
+type Line = Record<string, unknown>;
+
+// How long a held batch waits for the next pass's first batch before the test says it never came (a deadlock
+// otherwise): not a timing of the job, which asks for it within milliseconds.
+const NEVER_ASKED_MS = 30_000;
+
+describe("train epoch prefetch - each pass's first batch is prepared while the pass before it ends", () => {
+  let fx: string;
+  let work: string;
+  const spec = (): ModelSpec => ({ dir: join(fx, "model"), device: "cpu", dtype: "float32", checkpointing: "auto", tf32: "auto", attention: "flash" });
+  const job = (out: string, tisCap?: number): TrainJob =>
+    jobFromFlags("ppo", {
+      data: join(fx, "ppo.jsonl"), adapter: join(fx, "seed-round"), ref: join(fx, "ref"), prompt: join(fx, "prompt.jinja"),
+      out: join(work, out), batch: 2, accumulation: 2, lr: 3e-5, seed: 0, model: join(fx, "model"),
+      checkpointing: "auto", tf32: "auto", attention: "flash", mismatchStats: false, ...(tisCap === undefined ? {} : { tisCap }),
+    });
+
+  const original = { prepare: Model.prototype.prepare, logprobs: Model.prototype.logprobs, backward: Model.prototype.backward };
+  /** Batches prepared, by the order prepare() was called in, and how many calls there were. */
+  let prepared: Promise<Batch>[] = [];
+  let asked: Array<() => void> = [];
+  /** Resolves once prepare() has been called `count` times, or rejects after NEVER_ASKED_MS. */
+  const askedFor = (count: number, what: string): Promise<void> => {
+    if (prepared.length >= count) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${what} was not asked for while the pass before it waited on its last batch`)), NEVER_ASKED_MS);
+      asked.push(() => {
+        if (prepared.length < count) return;
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  };
+
+  /**
+   * Runs `j` with the batch prepared as the `hold`-th (1-based) held, in the call named, until prepare() has been called
+   * once more: the next pass's first batch. Returns the job's log lines.
+   */
+  const runHolding = async (j: TrainJob, hold: number, call: "logprobs" | "backward", what: string): Promise<Line[]> => {
+    prepared = [];
+    asked = [];
+    vi.spyOn(Model.prototype, "prepare").mockImplementation(function (this: Model, rows) {
+      const batch = original.prepare.call(this, rows);
+      prepared.push(batch);
+      for (const check of asked) check();
+      return batch;
+    });
+    let held = false;
+    const holdLast = async (batch: Batch) => {
+      if (held || prepared.length < hold || batch !== (await prepared[hold - 1])) return;
+      held = true;
+      await askedFor(hold + 1, what);
+    };
+    vi.spyOn(Model.prototype, "logprobs").mockImplementation(async function (this: Model, batch, opts) {
+      if (call === "logprobs") await holdLast(batch);
+      return original.logprobs.call(this, batch, opts);
+    });
+    vi.spyOn(Model.prototype, "backward").mockImplementation(async function (this: Model, batch, objective) {
+      if (call === "backward") await holdLast(batch);
+      return original.backward.call(this, batch, objective);
+    });
+    const { model, assets } = await loadModelWithAssets(spec());
+    const lines: Line[] = [];
+    try {
+      await runJob({ rank: 0, world: 1, group: null, log: captureLog(lines) }, model, assets, j, undefined);
+    } finally {
+      await model.close();
+    }
+    expect(held, `the ${hold}th batch was run`).toBe(true);
+    return lines;
+  };
+
+  beforeAll(async () => {
+    fx = await trainFixture();
+    work = await mkdtemp(join(tmpdir(), "rlloop-epoch-prefetch-"));
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+  afterAll(async () => {
+    await rm(work, { recursive: true, force: true });
+  });
+
+  it("epoch 2's first batch is asked for while epoch 1's last batch is held; the files are a plain run's", async () => {
+    const j = job("held");
+    const rows = await readRows(j.data, "ppo", "--data", null);
+    const frozen = frozenPassPlan(rows.length, 0, 1, j.batch, planFirstUpdate(rows.length, j, 1), false).groups.length;
+    const perEpoch = batchesPerEpoch(rows.length, 1, j.batch);
+    expect(perEpoch).toBeGreaterThan(j.accumulation); // epoch 1's last batch is not one of the first update's
+    // the frozen pass's and epoch 1's batches are all asked for before epoch 2's first (each pass asks in order)
+    const lines = await runHolding(j, frozen + perEpoch, "backward", "epoch 2's first batch");
+    expect(lines.filter((l) => typeof l.msg === "string" && /^ppo epoch \d$/.test(l.msg))).toHaveLength(2);
+    expect(prepared).toHaveLength(frozen + 2 * perEpoch);
+    vi.restoreAllMocks();
+    // the same job run plainly: the same files, bit for bit
+    const { model, assets } = await loadModelWithAssets(spec());
+    try {
+      await runJob({ rank: 0, world: 1, group: null, log: captureLog([]) }, model, assets, job("plain"), undefined);
+    } finally {
+      await model.close();
+    }
+    await expectSamePpoFiles(join(work, "held"), join(work, "plain"));
+  });
+
+  it("without a first update (truncated IS), epoch 1's first batch is asked for while the frozen pass's last is held", async () => {
+    const j = job("tis", 2);
+    const rows = await readRows(j.data, "ppo", "--data", null);
+    expect(planFirstUpdate(rows.length, j, 1)).toBeNull();
+    const frozen = frozenPassPlan(rows.length, 0, 1, j.batch, null, false).groups.length;
+    expect(frozen).toBeGreaterThan(1);
+    await runHolding(j, frozen, "logprobs", "epoch 1's first batch");
+    expect(prepared).toHaveLength(frozen + 2 * batchesPerEpoch(rows.length, 1, j.batch));
+  });
+});
