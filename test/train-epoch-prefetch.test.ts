@@ -1,7 +1,7 @@
-// A PPO job's passes hand over without the accelerator waiting between them: the next pass's first batch is asked
-// for (collated, then prepare()d) while the pass before it runs its last batch, not after. On the CPU build and the
-// tiny Qwen3.5 of the trainer fixture: the batch that ends a pass is held back until the next pass's first batch has
-// been asked for — a job that started the next pass only after the last batch had run would never ask, and fail here.
+// A job's passes hand over without the accelerator waiting between them: the next pass's first batch is asked for
+// (collated, then prepare()d) while the pass before it runs its last batch, not after. On the CPU build and the tiny
+// Qwen3.5 of the trainer fixture: the batch that ends a pass is held back until the next pass's first batch has been
+// asked for — a job that started the next pass only after the last batch had run would never ask, and fail here.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,7 +22,7 @@ type Line = Record<string, unknown>;
 // otherwise): not a timing of the job, which asks for it within milliseconds.
 const NEVER_ASKED_MS = 30_000;
 
-describe("train epoch prefetch - each pass's first batch is prepared while the pass before it ends", () => {
+describe("train epoch prefetch - each pass's first batch is prepared while the pass before it ends (PPO, SFT)", () => {
   let fx: string;
   let work: string;
   const spec = (): ModelSpec => ({ dir: join(fx, "model"), device: "cpu", dtype: "float32", checkpointing: "auto", tf32: "auto", attention: "flash" });
@@ -31,6 +31,12 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
       data: join(fx, "ppo.jsonl"), adapter: join(fx, "seed-round"), ref: join(fx, "ref"), prompt: join(fx, "prompt.jinja"),
       out: join(work, out), batch: 2, accumulation: 2, lr: 3e-5, seed: 0, model: join(fx, "model"),
       checkpointing: "auto", tf32: "auto", attention: "flash", mismatchStats: false, ...(tisCap === undefined ? {} : { tisCap }),
+    });
+  const sftJob = (out: string, batch: number, valid?: string): TrainJob =>
+    jobFromFlags("sft", {
+      data: join(fx, "sft.jsonl"), adapter: join(fx, "adapter"), prompt: join(fx, "prompt.jinja"), out: join(work, out),
+      batch, epochs: 2, lr: 1e-3, seed: 0, model: join(fx, "model"), checkpointing: "auto", tf32: "auto", attention: "flash",
+      ...(valid === undefined ? {} : { valid }),
     });
 
   const original = { prepare: Model.prototype.prepare, logprobs: Model.prototype.logprobs, backward: Model.prototype.backward };
@@ -51,10 +57,11 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
   };
 
   /**
-   * Runs `j` with the batch prepared as the `hold`-th (1-based) held, in the call named, until prepare() has been called
-   * once more: the next pass's first batch. Returns the job's log lines.
+   * Runs `j` with the batch prepared as the `hold`-th (1-based; 0: the first batch the call runs) held, in the call
+   * named, until prepare() has been called `until` times (by default once more: the next pass's first batch).
+   * Returns the job's log lines.
    */
-  const runHolding = async (j: TrainJob, hold: number, call: "logprobs" | "backward", what: string): Promise<Line[]> => {
+  const runHolding = async (j: TrainJob, hold: number, call: "logprobs" | "backward", what: string, until = hold + 1): Promise<Line[]> => {
     prepared = [];
     asked = [];
     vi.spyOn(Model.prototype, "prepare").mockImplementation(function (this: Model, rows) {
@@ -65,9 +72,9 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
     });
     let held = false;
     const holdLast = async (batch: Batch) => {
-      if (held || prepared.length < hold || batch !== (await prepared[hold - 1])) return;
+      if (held || prepared.length < hold || (hold > 0 && batch !== (await prepared[hold - 1]))) return;
       held = true;
-      await askedFor(hold + 1, what);
+      await askedFor(until, what);
     };
     vi.spyOn(Model.prototype, "logprobs").mockImplementation(async function (this: Model, batch, opts) {
       if (call === "logprobs") await holdLast(batch);
@@ -128,5 +135,23 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
     expect(frozen).toBeGreaterThan(1);
     await runHolding(j, frozen, "logprobs", "epoch 1's first batch");
     expect(prepared).toHaveLength(frozen + 2 * batchesPerEpoch(rows.length, 1, j.batch));
+  });
+
+  it("SFT: epoch 2's first batch is asked for while epoch 1's last batch is held", async () => {
+    const j = sftJob("sft-held", 2);
+    const rows = await readRows(j.data, "sft", "--data", null);
+    const perEpoch = batchesPerEpoch(rows.length, 1, j.batch);
+    await runHolding(j, perEpoch, "backward", "epoch 2's first batch");
+    expect(prepared).toHaveLength(2 * perEpoch);
+  });
+
+  it("SFT: the first batch is asked for while the validation before training runs", async () => {
+    // one validation batch (its rows fit a batch): held until a second batch is asked for, the training's first
+    const valid = join(fx, "valid.jsonl");
+    const validRows = (await readRows(valid, "sft", "--valid", null)).length;
+    const j = sftJob("sft-valid", validRows, valid);
+    const perEpoch = batchesPerEpoch((await readRows(j.data, "sft", "--data", null)).length, 1, j.batch);
+    await runHolding(j, 0, "logprobs", "the first training batch", 2);
+    expect(prepared).toHaveLength(2 * perEpoch + 3); // and the validation batch before training and after each epoch
   });
 });

@@ -235,7 +235,15 @@ function epochBatches(ctx: RankContext, model: Model, collator: Collator, rows: 
 }
 
 /** Epoch `epoch`'s batches, their first one prepared from when `after` settles. */
-function following(after: Promise<void>, ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob, epoch: number): Promise<EpochBatches> {
+function following(
+  after: Promise<void>,
+  ctx: RankContext,
+  model: Model,
+  collator: Collator,
+  rows: PpoRow[],
+  job: TrainJob,
+  epoch: number,
+): Promise<EpochBatches> {
   const data = after.then(() => epochBatches(ctx, model, collator, rows, job, epoch));
   data.catch(() => undefined); // read when its epoch starts; a job that fails before must not leave it unhandled
   return data;

@@ -37,7 +37,8 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
   const collator = await loadJobCollator(assets, job, new CachedFrames(model));
   await setUpAdapter(model, job);
   const optimizer = createOptimizer(model, POLICY, job.lr, ctx.group);
-  const total = Math.min(job.max_updates ?? Infinity, batchesPerEpoch(rows.length, ctx.world, job.batch) * job.epochs);
+  const perEpoch = batchesPerEpoch(rows.length, ctx.world, job.batch);
+  const total = Math.min(job.max_updates ?? Infinity, perEpoch * job.epochs);
   ctx.log.info({ rows: rows.length, valid: valid?.length ?? 0, ranks: ctx.world, batch: job.batch, updates: total }, "sft start");
   const check = async (label: string) => {
     if (valid === null) return null;
@@ -45,14 +46,21 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
     ctx.log.info({ ...acc, at: label }, `valid ${label}`);
     return acc;
   };
+  const epochBatches = (epoch: number) => {
+    const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
+    return preparedBatches(model, collator, rows, batches(order, job.batch), job.data);
+  };
+  // Each epoch's first batch is prepared while what comes before it runs (the validation before training, the
+  // previous epoch's last step), not after it with the accelerator idle.
+  let data = epochBatches(0);
   await check("before");
   const progress = new Progress(ctx.log, "sft update", total, ctx.rank === 0);
   let update = 0;
   let lastLoss = NaN;
   let acc: Accuracy | null = null;
   for (let epoch = 0; epoch < job.epochs && update < total; epoch++) {
-    const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
-    for await (const b of preparedBatches(model, collator, rows, batches(order, job.batch), job.data)) {
+    const next = (epoch + 1) * perEpoch < total ? data.lastTaken.then(() => epochBatches(epoch + 1)) : null;
+    for await (const b of data) {
       const { loss, recomputedLayers } = await model.backward(b.batch, { kind: "sft", scale: 1 });
       const lr = sftLearningRate(job.lr, update, total);
       const { gradNorm } = await optimizer.step({ lr, maxGradNorm: MAX_GRAD_NORM });
@@ -63,6 +71,7 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
     }
     acc = await check(`epoch ${epoch + 1}`);
     if (ctx.rank === 0) await saveEpoch(model, job.out, epoch + 1, update, acc);
+    if (next) data = await next;
   }
   return { kind: "sft", updates: update, valid: acc, lastLoss, out: job.out };
 }
