@@ -42,6 +42,8 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
   const original = { prepare: Model.prototype.prepare, logprobs: Model.prototype.logprobs, backward: Model.prototype.backward };
   /** Batches prepared, by the order prepare() was called in, and how many calls there were. */
   let prepared: Promise<Batch>[] = [];
+  /** For each prepare() call, how many of the calls before it had returned their batch. */
+  let readyAtCall: number[] = [];
   let asked: Array<() => void> = [];
   /** Resolves once prepare() has been called `count` times, or rejects after NEVER_ASKED_MS. */
   const askedFor = (count: number, what: string): Promise<void> => {
@@ -63,9 +65,13 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
    */
   const runHolding = async (j: TrainJob, hold: number, call: "logprobs" | "backward", what: string, until = hold + 1): Promise<Line[]> => {
     prepared = [];
+    readyAtCall = [];
     asked = [];
+    let ready = 0;
     vi.spyOn(Model.prototype, "prepare").mockImplementation(function (this: Model, rows) {
+      readyAtCall.push(ready);
       const batch = original.prepare.call(this, rows);
+      void batch.then(() => ready++);
       prepared.push(batch);
       for (const check of asked) check();
       return batch;
@@ -145,7 +151,7 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
     expect(prepared).toHaveLength(2 * perEpoch);
   });
 
-  it("SFT: the first batch is asked for while the validation before training runs", async () => {
+  it("SFT: the first batch is asked for while the accuracy pass before training runs, once that pass's first is ready", async () => {
     // one validation batch (its rows fit a batch): held until a second batch is asked for, the training's first
     const valid = join(fx, "valid.jsonl");
     const validRows = (await readRows(valid, "sft", "--valid", null)).length;
@@ -153,5 +159,6 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
     const perEpoch = batchesPerEpoch((await readRows(j.data, "sft", "--data", null)).length, 1, j.batch);
     await runHolding(j, 0, "logprobs", "the first training batch", 2);
     expect(prepared).toHaveLength(2 * perEpoch + 3); // and the validation batch before training and after each epoch
+    expect(readyAtCall[1]).toBe(1); // not beside the validation's batch, which the accelerator waits for
   });
 });

@@ -16,10 +16,13 @@ export async function validationAccuracy(
   source: string,
   adapter: string,
   batch: number,
+  onFirstReady?: () => void, // once the pass's first batch is prepared: a caller's time to start preparing its own
 ): Promise<Accuracy> {
   const mine = strided(rows.map((_, i) => i), ctx.rank, ctx.world);
   let counts: AccuracyCounts = { digits: 0, codes: 0, rows: 0 };
-  for await (const b of preparedBatches(model, collator, rows, batches(mine, batch), source)) {
+  const pass = preparedBatches(model, collator, rows, batches(mine, batch), source);
+  if (onFirstReady) void pass.firstReady.then(onFirstReady);
+  for await (const b of pass) {
     const { correct, K } = await model.logprobs(b.batch, { adapter });
     counts = countCorrect(counts, correct, K);
   }

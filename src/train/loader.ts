@@ -23,7 +23,8 @@ export interface DataWait {
 
 /** The batches of a pass; `firstReady` settles when the first one is prepared (or failed: the failure comes with
  *  the batch, when it is read); `lastTaken` resolves when the last one is handed to the caller, which trains on it
- *  now: the time to start preparing what follows the pass. */
+ *  now: the time to start preparing what follows the pass. It never settles for a pass not read to its last batch
+ *  (a caller that stops early, a batch that failed): await it only where the pass is read to its end. */
 export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> & { firstReady: Promise<void>; lastTaken: Promise<void> };
 
 /**

@@ -40,9 +40,12 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
   const perEpoch = batchesPerEpoch(rows.length, ctx.world, job.batch);
   const total = Math.min(job.max_updates ?? Infinity, perEpoch * job.epochs);
   ctx.log.info({ rows: rows.length, valid: valid?.length ?? 0, ranks: ctx.world, batch: job.batch, updates: total }, "sft start");
-  const check = async (label: string) => {
-    if (valid === null) return null;
-    const acc = await validationAccuracy(ctx, model, collator, valid, job.valid!, POLICY, job.batch);
+  const check = async (label: string, onFirstReady?: () => void) => {
+    if (valid === null) {
+      onFirstReady?.();
+      return null;
+    }
+    const acc = await validationAccuracy(ctx, model, collator, valid, job.valid!, POLICY, job.batch, onFirstReady);
     ctx.log.info({ ...acc, at: label }, `valid ${label}`);
     return acc;
   };
@@ -50,16 +53,21 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
     const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
     return preparedBatches(model, collator, rows, batches(order, job.batch), job.data);
   };
-  // Each epoch's first batch is prepared while what comes before it runs (the validation before training, the
-  // previous epoch's last step), not after it with the accelerator idle.
-  let data = epochBatches(0);
-  await check("before");
+  // Each epoch's first batch is prepared while what comes before it runs, not after it with the accelerator idle:
+  // epoch 1's from when the accuracy pass before training has its own first batch ready (not beside that one, which
+  // the accelerator waits for), a later epoch's while the epoch before it runs its last step (the accuracy pass and
+  // the save after that epoch come on top).
+  let validReady = () => {};
+  const firstEpoch = new Promise<void>((resolve) => (validReady = resolve)).then(() => epochBatches(0));
+  await check("before", validReady);
+  let data = await firstEpoch;
   const progress = new Progress(ctx.log, "sft update", total, ctx.rank === 0);
   let update = 0;
   let lastLoss = NaN;
   let acc: Accuracy | null = null;
   for (let epoch = 0; epoch < job.epochs && update < total; epoch++) {
     const next = (epoch + 1) * perEpoch < total ? data.lastTaken.then(() => epochBatches(epoch + 1)) : null;
+    next?.catch(() => undefined); // read when its epoch starts; a job that fails before must not leave it unhandled
     for await (const b of data) {
       const { loss, recomputedLayers } = await model.backward(b.batch, { kind: "sft", scale: 1 });
       const lr = sftLearningRate(job.lr, update, total);
