@@ -35,7 +35,8 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
   const sftJob = (out: string, batch: number, valid?: string): TrainJob =>
     jobFromFlags("sft", {
       data: join(fx, "sft.jsonl"), adapter: join(fx, "adapter"), prompt: join(fx, "prompt.jinja"), out: join(work, out),
-      batch, epochs: 2, lr: 1e-3, seed: 0, model: join(fx, "model"), checkpointing: "auto", tf32: "auto", attention: "flash",
+      batch, accumulation: 1, epochs: 2, lr: 1e-3, seed: 0, model: join(fx, "model"), checkpointing: "auto", tf32: "auto",
+      attention: "flash", mismatchStats: false,
       ...(valid === undefined ? {} : { valid }),
     });
 
