@@ -65,6 +65,11 @@ function repeatPrefix(order: number[], count: number): number[] {
   return out;
 }
 
+/** A rank's batches of row indices in one epoch of a training job: its shuffled order (rankOrder), in batches. */
+export function epochGroups(rows: number, job: { seed: number; batch: number }, epoch: number, rank: number, world: number): number[][] {
+  return batches(rankOrder({ rows, seed: job.seed, epoch, rank, world, shuffle: true }), job.batch);
+}
+
 /** Consecutive batches of `size` (the last one may be smaller), as DataLoader(batch_size=size) gives them. */
 export function batches<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];

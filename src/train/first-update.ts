@@ -7,7 +7,7 @@
 // The old log-probs of these rows are filled in after the first update, for the later epochs and the round's
 // statistics (logp_gap), so nothing downstream sees a difference. Off with truncated importance sampling
 // (--tis-cap): its weights need every row's old log-probs before the first forward.
-import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
+import { batchesPerEpoch, epochGroups } from "./batching.js";
 import type { TrainJob } from "../contract/index.js";
 import { sumOverRanks, type RankContext } from "./rank-context.js";
 
@@ -25,8 +25,7 @@ export function planFirstUpdate(rows: number, job: TrainJob, world: number): Fir
   const owner = new Map<number, number>();
   // Highest rank first, so that a row two ranks train (DistributedSampler's padding) ends up owned by the lowest.
   for (let rank = world - 1; rank >= 0; rank--) {
-    const groups = batches(rankOrder({ rows, seed: job.seed, epoch: 0, rank, world, shuffle: true }), job.batch);
-    for (const group of groups.slice(0, steps)) for (const row of group) owner.set(row, rank);
+    for (const group of epochGroups(rows, job, 0, rank, world).slice(0, steps)) for (const row of group) owner.set(row, rank);
   }
   return { steps, owner };
 }

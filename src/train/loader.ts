@@ -27,6 +27,14 @@ export interface DataWait {
  *  (a caller that stops early, a batch that failed): await it only where the pass is read to its end. */
 export type PreparedBatches<R extends SftRow> = AsyncGenerator<LoadedBatch<R>> & { firstReady: Promise<void>; lastTaken: Promise<void> };
 
+/** `start()` (a pass's batches) once `after` settles; a caller that fails before reading them leaves nothing
+ *  unhandled. */
+export function startAfter<T>(after: Promise<void>, start: () => T): Promise<T> {
+  const started = after.then(start);
+  started.catch(() => undefined);
+  return started;
+}
+
 /**
  * Yields each group of indices as a prepared batch, preparing the next one while the caller works. The first batch
  * starts preparing at the call, not at the first iteration, so a caller can create the sequence before other setup

@@ -14,7 +14,7 @@
 // Outputs in --out: the adapter, optimizer.safetensors, stats.json (stats.ts PpoStats).
 import { join } from "node:path";
 import { deviceMemoryStats, type Model, type Optimizer, type RowInput } from "../native.js";
-import { batches, rankOrder } from "./batching.js";
+import { epochGroups } from "./batching.js";
 import { EARLY_BATCHES, takeEarlyBatch, type EarlyBatches } from "./early-batch.js";
 import { frozenPassPlan } from "./frozen-pass.js";
 import { loadJobCollator, type Collator } from "./collate.js";
@@ -26,7 +26,7 @@ import { MAX_GRAD_NORM, PPO_BETA, PPO_CLIP } from "./hyperparameters.js";
 import { sameAdapter } from "./adapter-identity.js";
 import { CachedFrames } from "./cached-frames.js";
 import { FirstUpdateRun, planFirstUpdate, type FirstUpdatePlan, type RoundLogprobs } from "./first-update.js";
-import { preparedBatches, type DataWait, type PreparedBatches } from "./loader.js";
+import { preparedBatches, startAfter, type DataWait, type PreparedBatches } from "./loader.js";
 import { createOptimizer, OPTIMIZER_FILE, restoreOptimizer } from "./optimizer-state.js";
 import { PhaseClock } from "../phase-clock.js";
 import { Progress, round2, secondsSince } from "./progress.js";
@@ -72,7 +72,8 @@ export async function runPpo(
   // preparation, which the GPU waits for (the frozen pass started 0.34-0.55 s late waiting for it this way,
   // 0.47-0.73 s with the epoch's batch prepared beside it: two H200 calls, bench/RESULTS.md).
   // Without a first update, epoch 1 starts as a later epoch does: once the pass before it hands out its last batch.
-  const firstEpoch = following(firstUpdate ? frozen.batches.firstReady : frozen.batches.lastTaken, ctx, model, collator, rows, job, 0);
+  const epochData = (epoch: number) => epochBatches(ctx, model, collator, rows, job, epoch);
+  const firstEpoch = startAfter(firstUpdate ? frozen.batches.firstReady : frozen.batches.lastTaken, () => epochData(0));
   await model.loadAdapter(POLICY, job.adapter!);
   if (!refIsPolicy) await model.loadAdapter(REFERENCE, job.ref!);
   setup.lap("adapters");
@@ -108,7 +109,7 @@ export async function runPpo(
   let data = await firstEpoch;
   for (let epoch = 0; epoch < job.epochs; epoch++) {
     // The next epoch's first batch is prepared while this epoch's last one trains, not after it with the GPU idle.
-    const next = epoch + 1 < job.epochs ? following(data.batches.lastTaken, ctx, model, collator, rows, job, epoch + 1) : null;
+    const next = epoch + 1 < job.epochs ? startAfter(data.batches.lastTaken, () => epochData(epoch + 1)) : null;
     const epochRun = await ppoEpoch(ctx, model, optimizer, data, fixed, weights, job, epoch, first);
     updates += epochRun.updates;
     last = epochRun.steps;
@@ -228,25 +229,9 @@ interface EpochBatches {
 }
 
 function epochBatches(ctx: RankContext, model: Model, collator: Collator, rows: PpoRow[], job: TrainJob, epoch: number): EpochBatches {
-  const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
-  const groups = batches(order, job.batch);
+  const groups = epochGroups(rows.length, job, epoch, ctx.rank, ctx.world);
   const wait: DataWait = { ms: 0 };
   return { groups, wait, batches: preparedBatches(model, collator, rows, groups, job.data, wait) };
-}
-
-/** Epoch `epoch`'s batches, their first one prepared from when `after` settles. */
-function following(
-  after: Promise<void>,
-  ctx: RankContext,
-  model: Model,
-  collator: Collator,
-  rows: PpoRow[],
-  job: TrainJob,
-  epoch: number,
-): Promise<EpochBatches> {
-  const data = after.then(() => epochBatches(ctx, model, collator, rows, job, epoch));
-  data.catch(() => undefined); // read when its epoch starts; a job that fails before must not leave it unhandled
-  return data;
 }
 
 async function ppoEpoch(

@@ -6,13 +6,13 @@
 import { join } from "node:path";
 import type { Model } from "../native.js";
 import { validationAccuracy } from "./accuracy.js";
-import { batches, batchesPerEpoch, rankOrder } from "./batching.js";
+import { batchesPerEpoch, epochGroups } from "./batching.js";
 import { CachedFrames } from "./cached-frames.js";
 import { loadJobCollator } from "./collate.js";
 import type { ModelAssets } from "./model-assets.js";
 import type { TrainJob } from "../contract/index.js";
 import { LORA_ALPHA, LORA_RANK, LORA_TARGETS, MAX_GRAD_NORM } from "./hyperparameters.js";
-import { preparedBatches } from "./loader.js";
+import { preparedBatches, startAfter } from "./loader.js";
 import { createOptimizer } from "./optimizer-state.js";
 import { Progress } from "./progress.js";
 import { meanOverRanks, type RankContext } from "./rank-context.js";
@@ -49,16 +49,13 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
     ctx.log.info({ ...acc, at: label }, `valid ${label}`);
     return acc;
   };
-  const epochBatches = (epoch: number) => {
-    const order = rankOrder({ rows: rows.length, seed: job.seed, epoch, rank: ctx.rank, world: ctx.world, shuffle: true });
-    return preparedBatches(model, collator, rows, batches(order, job.batch), job.data);
-  };
+  const epochBatches = (epoch: number) => preparedBatches(model, collator, rows, epochGroups(rows.length, job, epoch, ctx.rank, ctx.world), job.data);
   // Each epoch's first batch is prepared while what comes before it runs, not after it with the accelerator idle:
   // epoch 1's from when the accuracy pass before training has its own first batch ready (not beside that one, which
   // the accelerator waits for), a later epoch's while the epoch before it runs its last step (the accuracy pass and
   // the save after that epoch come on top).
   let validReady = () => {};
-  const firstEpoch = new Promise<void>((resolve) => (validReady = resolve)).then(() => epochBatches(0));
+  const firstEpoch = startAfter(new Promise<void>((resolve) => (validReady = resolve)), () => epochBatches(0));
   await check("before", validReady);
   let data = await firstEpoch;
   const progress = new Progress(ctx.log, "sft update", total, ctx.rank === 0);
@@ -66,8 +63,7 @@ export async function runSft(ctx: RankContext, model: Model, assets: ModelAssets
   let lastLoss = NaN;
   let acc: Accuracy | null = null;
   for (let epoch = 0; epoch < job.epochs && update < total; epoch++) {
-    const next = (epoch + 1) * perEpoch < total ? data.lastTaken.then(() => epochBatches(epoch + 1)) : null;
-    next?.catch(() => undefined); // read when its epoch starts; a job that fails before must not leave it unhandled
+    const next = (epoch + 1) * perEpoch < total ? startAfter(data.lastTaken, () => epochBatches(epoch + 1)) : null;
     for await (const b of data) {
       const { loss, recomputedLayers } = await model.backward(b.batch, { kind: "sft", scale: 1 });
       const lr = sftLearningRate(job.lr, update, total);
