@@ -134,6 +134,31 @@ describe("train epoch prefetch - each pass's first batch is prepared while the p
     await expectSamePpoFiles(join(work, "held"), join(work, "plain"));
   });
 
+  it("epoch 2's first batch failing while epoch 1 trains fails the job with its own error once epoch 2 reads it", async () => {
+    // (a frame that no longer decodes, an upload that fails): the failure waits for its epoch, as a batch prepared
+    // one ahead within a pass does; epoch 1 still ends, and nothing is left unhandled (vitest fails a run that is)
+    const j = job("failed-ahead");
+    const rows = await readRows(j.data, "ppo", "--data", null);
+    const frozen = frozenPassPlan(rows.length, 0, 1, j.batch, planFirstUpdate(rows.length, j, 1), false).groups.length;
+    const perEpoch = batchesPerEpoch(rows.length, 1, j.batch);
+    let calls = 0;
+    vi.spyOn(Model.prototype, "prepare").mockImplementation(function (this: Model, inputs) {
+      if (++calls === frozen + perEpoch + 1) return Promise.reject(new Error("epoch 2's first batch could not be prepared"));
+      return original.prepare.call(this, inputs);
+    });
+    const { model, assets } = await loadModelWithAssets(spec());
+    const lines: Line[] = [];
+    try {
+      await expect(runJob({ rank: 0, world: 1, group: null, log: captureLog(lines) }, model, assets, j, undefined))
+        .rejects.toThrow("epoch 2's first batch could not be prepared");
+    } finally {
+      await model.close();
+    }
+    expect(lines.filter((l) => l.msg === "ppo epoch 1")).toHaveLength(1);
+    expect(lines.filter((l) => l.msg === "ppo epoch 2")).toHaveLength(0);
+    expect(calls).toBe(frozen + perEpoch + 1); // nothing asked for after it
+  });
+
   it("without a first update (truncated IS), epoch 1's first batch is asked for while the frozen pass's last is held", async () => {
     const j = job("tis", 2);
     const rows = await readRows(j.data, "ppo", "--data", null);
