@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { incomingDir } from "../src/loop/paths.js";
-import { ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/contract/index.js";
+import { MAX_REJECTION_MESSAGE_CHARS, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished, type RejectReason, type RolloutCompletedInput } from "../src/contract/index.js";
 import { badEvents } from "../src/tools/sim/bad-events.js";
 import { bytesStream, CODE_LENGTH, POLICY, eventsOn, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 
@@ -119,5 +119,41 @@ describe("loop - rejects bad input with a specific reason", () => {
     expect(info.num_redelivered).toBe(0);
     // frames of rejected rollouts (some steps decoded before another failed) are not left behind
     expect(readdirSync(incomingDir(env.workDir, POLICY))).toEqual([]);
+  });
+
+  it("records the rejection of a rollout as large as the server takes, whose message would quote more than that", async () => {
+    const valid = await makeRollout("huge", 0, { steps: 1, adapterRound: 2 });
+    const room = (env.nc.info?.max_payload ?? 1024 * 1024) - 4096; // its headers (Nats-Msg-Id) count too
+    // many unknown keys in a strict object: zod's message names each one, quoted (escaped again in the event)
+    const keys: Record<string, number> = {};
+    for (let i = 0, size = Buffer.byteLength(JSON.stringify(valid)) + 32; size < room; i++) {
+      keys[`k${i}`] = 0;
+      size += `"k${i}":0,`.length;
+    }
+    const manyKeys = JSON.stringify({ ...valid, id: "huge-keys", adapter: { ...valid.adapter, ...keys } });
+    // one unknown top-level key as long as the payload allows, escaped characters included
+    const longKey = JSON.stringify({ ...valid, id: "huge-meta", ["\"".repeat(Math.floor((room - 4096) / 2))]: 0 });
+    const seqs = new Map<number, RejectReason>();
+    for (const [payload, reason] of [[manyKeys, "invalid_schema"], [longKey, "meta_too_large"]] as const) {
+      expect(Buffer.byteLength(payload)).toBeLessThan(room);
+      seqs.set((await env.js.publish(subjects(POLICY).rollouts, payload)).seq, reason);
+    }
+    const found = await waitFor("both rejections recorded", async () => {
+      const got = await rejectedReasons();
+      return [...seqs.keys()].every((seq) => got.has(seq)) ? got : null;
+    });
+    for (const [seq, reason] of seqs) {
+      const event = found.get(seq)!;
+      expect(event.reason).toBe(reason);
+      expect(event.message.length).toBeLessThanOrEqual(MAX_REJECTION_MESSAGE_CHARS);
+    }
+    expect(found.get([...seqs.keys()][0]!)!.message).toMatch(/… \(\d+ characters\)$/);
+    // recorded at their first judgement: nothing waits, nothing was redelivered, intake stayed healthy
+    const info = await waitFor("nothing pending", async () => {
+      const i = await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
+      return i.num_ack_pending === 0 && i.num_pending === 0 ? i : null;
+    });
+    expect(info.num_redelivered).toBe(0);
+    expect(daemon.snapshot().health.status).toBe("ok");
   });
 });

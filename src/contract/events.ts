@@ -10,13 +10,26 @@ const policy = z.string().meta({ description: "the policy" });
 const at = isoTimestamp().meta({ description: "when the event was published" });
 const round = z.number().int().min(1).meta({ description: "the round" });
 
+/** A rejection's message may quote the rollout (its keys, its values): cut to this length, so that a rollout as large
+ *  as the server lets through never makes an event it refuses, and the rejection is recorded. Not enforced on reading:
+ *  events recorded before the bound still parse. */
+export const MAX_REJECTION_MESSAGE_CHARS = 1000;
+
+/** `message` as a rejection carries it: whole when it fits, else cut (never inside a surrogate pair) and marked. */
+export function rejectionMessage(message: string): string {
+  if (message.length <= MAX_REJECTION_MESSAGE_CHARS) return message;
+  const mark = `… (${message.length} characters)`;
+  const cut = message.slice(0, MAX_REJECTION_MESSAGE_CHARS - mark.length);
+  return `${/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut}${mark}`;
+}
+
 export const RolloutRejected = z.object({
   type: z.literal("rollout.rejected"),
   policy,
   seq: nonNegativeInt().meta({ description: "stream sequence of the rejected message in RLLOOP_ROLLOUTS" }),
   id: z.string().nullable().meta({ description: "rollout id when the payload had one" }),
   reason: enumOf(RejectReason, "why it was refused"),
-  message: z.string().meta({ description: "what exactly is wrong" }),
+  message: z.string().meta({ description: `what exactly is wrong: at most ${MAX_REJECTION_MESSAGE_CHARS} characters, a longer one cut to fit, ending in "… (N characters)"` }),
   round: z.number().int().optional().meta({ description: "the round it belonged to (poison and logp_mismatch only)" }),
   at,
 }).meta({ description: "a rollout the daemon refused (rlloop.<policy>.rollout.rejected)" });

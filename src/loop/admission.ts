@@ -18,7 +18,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
-import type { RejectReason, RolloutCompleted } from "../contract/index.js";
+import { rejectionMessage, type RejectReason, type RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
 import { setDegraded, setHealthy, type LoopContext } from "./context.js";
 import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
@@ -206,8 +206,9 @@ export class Admission {
     throw err;
   }
 
-  async #reject(msg: JsMsg, reason: RejectReason, message: string): Promise<void> {
+  async #reject(msg: JsMsg, reason: RejectReason, why: string): Promise<void> {
     const { ctx } = this;
+    const message = rejectionMessage(why); // as the event carries it; the log line says the same
     try {
       await ctx.events.rejected({ seq: msg.seq, id: idOf(msg.data, ctx.config.limits.maxDepth), reason, message });
     } catch (err) {

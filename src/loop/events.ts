@@ -6,7 +6,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/nats-core";
 import type { Logger } from "pino";
 import { EventOutbox, TRY_TIMEOUT_MS } from "./event-outbox.js";
-import { encodeWithNonFinite, eventSubject, msgIds, subjects, type RolloutRejected, type RoundEvent, type StatsEvent } from "../contract/index.js";
+import { encodeWithNonFinite, eventSubject, msgIds, rejectionMessage, subjects, type RolloutRejected, type RoundEvent, type StatsEvent } from "../contract/index.js";
 
 type Without<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 export type RoundEventInput = Without<RoundEvent, "policy" | "at">;
@@ -20,9 +20,10 @@ export class EventPublisher {
     this.#outbox = new EventOutbox((e) => this.js.publish(e.subject, e.data, { msgID: e.msgID, timeout: TRY_TIMEOUT_MS }), log);
   }
 
-  /** Durable; throws when JetStream does not confirm (the caller then keeps the message to judge it again). */
+  /** Durable; throws when JetStream does not confirm (the caller then keeps the message to judge it again). The
+   *  message is bounded (rejectionMessage): one that quotes a rollout near max_payload would never be confirmed. */
   async rejected(event: Omit<RolloutRejected, "type" | "policy" | "at">): Promise<void> {
-    const full: RolloutRejected = { type: "rollout.rejected", policy: this.policy, at: new Date().toISOString(), ...event };
+    const full: RolloutRejected = { type: "rollout.rejected", policy: this.policy, at: new Date().toISOString(), ...event, message: rejectionMessage(event.message) };
     await this.js.publish(this.subjects.rejected, JSON.stringify(full), { msgID: msgIds.rejected(this.policy, event.seq) });
   }
 

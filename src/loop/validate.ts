@@ -95,7 +95,7 @@ function checkValues(rollout: RolloutCompleted, ctx: ValidateContext) {
   if (rollout.policy !== ctx.policy) reject("unknown_policy", `'policy' is ${quoted(rollout.policy)} but the event came on the subject of policy ${quoted(ctx.policy)}`);
   if (rollout.steps.length > ctx.maxSteps) reject("too_many_steps", `'steps' has ${rollout.steps.length} steps, policy.maxSteps is ${ctx.maxSteps}`);
   const metaBytes = Buffer.byteLength(JSON.stringify(rollout.meta));
-  if (metaBytes > limits.maxMetaBytes) reject("meta_too_large", `unknown fields (${Object.keys(rollout.meta).slice(0, 5).join(", ")}) take ${metaBytes} bytes, limits.maxMetaBytes is ${limits.maxMetaBytes}`);
+  if (metaBytes > limits.maxMetaBytes) reject("meta_too_large", `unknown fields (${Object.keys(rollout.meta).slice(0, 5).map(quoted).join(", ")}) take ${metaBytes} bytes, limits.maxMetaBytes is ${limits.maxMetaBytes}`);
   const { min, max } = limits.reward;
   const outside = (x: number) => x < min || x > max;
   if (outside(rollout.reward)) reject("reward_out_of_range", `'reward' is ${rollout.reward}, limits.reward is [${min}, ${max}]`);
