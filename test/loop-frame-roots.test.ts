@@ -9,13 +9,15 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { RolloutCompletedInput } from "../src/contract/index.js";
+import { consumerName, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { roundDir } from "../src/loop/paths.js";
 import { HostFaultError, isTransient } from "../src/loop/errors.js";
 import { FrameRoots } from "../src/loop/frame-roots.js";
 import { hungMount, type HungMount } from "./helpers/hung-mount.js";
-import { accounting, makeRollout, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { accounting, eventsOn, makeRollout, POLICY, publishRollouts, startLoopEnv, testFrame, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 /** Resolves with `work`, or rejects once `boundMs` has passed: only stops a test that would otherwise hang. */
 async function within<T>(what: string, work: Promise<T>, boundMs = 30_000): Promise<T> {
@@ -209,6 +211,36 @@ describe("loop - frames under a root on a hung mount", () => {
       expect([...after.rejections.keys()]).toEqual([]);
       expect(daemon.snapshot().health).toEqual({ status: "ok", cause: null, since: null });
       expect(await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text()).toContain("rlloop_rollouts_waiting 0");
+    });
+
+    it("a copy of a rollout judged while another copy of its id waits on a hung root waits for that judgement, not rejected as a duplicate", async () => {
+      const e = (env = await startLoopEnv());
+      const frame = join(e.framesRoot, "cam", "f.png");
+      mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
+      writeFileSync(frame, png);
+      const share = join(dir, "share"); // answers at the start, hangs after it
+      mkdirSync(share);
+      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, share], rootTimeoutS: 120 }, round: { rows: 2, maxWaitS: 1, minRows: 1 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
+      await daemon.start();
+      alsoHung("share");
+      const rollout = await makeRollout("twin", 0, { steps: 2 });
+      // the first copy's frames are on the share: its judgement waits there, far from its deadline
+      const onHung = (await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(withFrames(rollout, join(share, "cam", "f.png"))), { msgID: "twin-hung" })).seq;
+      const good = (await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(withFrames(rollout, frame)), { msgID: "twin-good" })).seq;
+      await waitFor("the good copy judged once", async () => ((await e.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY))).delivered.stream_seq >= good ? true : null));
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toEqual([]);
+      // the share's connection ends: the first copy's read fails, the host's fault (it waits); the good copy, judged
+      // again, trains
+      mounts.at(-1)!.abort();
+      const trained = await waitFor("the good copy trained", async () => ((await accounting(e)).rounds.get(rollout.id) ? await readManifest(roundDir(e.workDir, POLICY, 1)) : null), 60_000);
+      expect(trained?.events.map((ev) => ev.seq)).toEqual([good]);
+      // the first copy, judged again (its root now fails at once), finds its id trained: a duplicate
+      const rejected = await waitFor("the other copy rejected", async () => {
+        const list = await eventsOn<{ seq: number; reason: string }>(e.jsm, subjects(POLICY).rejected);
+        return list.length > 0 ? list : null;
+      }, 120_000);
+      expect(rejected.map((r) => [r.seq, r.reason])).toEqual([[onHung, "duplicate_id"]]);
     });
   });
 });

@@ -21,7 +21,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { rejectionMessage, type RejectReason, type RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
 import { setDegraded, setHealthy, type LoopContext } from "./context.js";
-import { isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
+import { IdBeingJudgedError, isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
 import type { FrameObjects } from "./frame-objects.js";
 import type { FrameRoots } from "./frame-roots.js";
 import { frameBytes, withoutInlineFrames, writeFramePng, type FrameLimits } from "./frames.js";
@@ -70,6 +70,7 @@ export class Admission {
       this.#forgetError(msg.seq);
     } catch (err) {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
+      if (err instanceof IdBeingJudgedError) return this.#awaitOtherCopy(msg, err);
       if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
       const failures = this.#rememberError(msg.seq, (err as Error).message);
       const delayMs = redeliveryDelayMs(deliveries);
@@ -152,16 +153,24 @@ export class Admission {
     if (ctx.buffer.size >= 2) await pausePoint("intake", this.openRound(), ctx.log);
   }
 
-  /** The id must not be in the open or training round or being judged: claimed synchronously, so that two copies
-   *  judged at once cannot both pass. */
+  /** The id must not be in the open or training round, nor being judged under another sequence (that copy may yet
+   *  be rejected for what is wrong with it alone: this one waits): claimed synchronously, so that two copies judged
+   *  at once cannot both pass. */
   #claimId(id: string, seq: number) {
     const { ctx } = this;
-    const inflight = this.#inflightIds.get(id);
-    if ([...ctx.reserved.values()].includes(id) || ctx.buffer.hasId(id) || (inflight !== undefined && inflight !== seq)) {
-      throw duplicateId(id, seq, "taken into a round under another stream sequence");
-    }
+    if ([...ctx.reserved.values()].includes(id) || ctx.buffer.hasId(id)) throw duplicateId(id, seq, "taken into a round under another stream sequence");
     if (ctx.applied.hasId(id)) throw duplicateId(id, seq, "consumed by a committed round");
+    const inflight = this.#inflightIds.get(id);
+    if (inflight !== undefined && inflight !== seq) throw new IdBeingJudgedError(`rollout id ${JSON.stringify(id)} is being judged under stream sequence ${inflight}`);
     this.#inflightIds.set(id, seq);
+  }
+
+  /** Judged again once the other copy's judgement has ended, with the redeliveries' backoff (that one may wait on a
+   *  host's fault for long); its failures are not counted: nothing failed here. */
+  #awaitOtherCopy(msg: JsMsg, err: IdBeingJudgedError): void {
+    const delayMs = redeliveryDelayMs(msg.info.deliveryCount);
+    this.ctx.log.info({ seq: msg.seq, retryInMs: delayMs }, `${err.message}; judged again after it`);
+    this.ctx.held.nak([msg.seq], delayMs);
   }
 
   /** Nor consumed under another sequence within intake.duplicateWindowS (the KV memory, across restarts). */

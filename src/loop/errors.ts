@@ -62,6 +62,13 @@ export class HostFaultError extends Error {
   override name = "HostFaultError";
 }
 
+/** Another message of the same rollout id is being judged right now: this one waits for that judgement's end (a
+ *  redelivery), since whether it is a duplicate depends on how that ends — admitted, or rejected for what is wrong
+ *  with that copy alone. Not a failure of this message's judgement. */
+export class IdBeingJudgedError extends Error {
+  override name = "IdBeingJudgedError";
+}
+
 /** errno codes of failures of the host (disk, descriptors, network), not of what is being read. */
 const HOST_ERRNO = new Set(["EIO", "ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EBUSY", "EINTR", "ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTCONN", "ESTALE"]);
 
