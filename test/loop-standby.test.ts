@@ -3,12 +3,14 @@
 // the adapter and optimizer state of the last committed round, the reference adapter, the committed manifests). Both
 // run as child processes with the test-double trainer against a real nats-server.
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
+import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
-import { ADAPTER_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
+import { ADAPTER_BUCKET, IDS_BUCKET, ROLLOUT_STREAM, consumerName, subjects, type AdapterPublished } from "../src/contract/index.js";
 import { fetchFolder } from "../src/loop/continuation.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
@@ -141,6 +143,13 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     const record = (await (await StateStore.open(e.nc, POLICY, 1)).read())?.record;
     expect(record?.adapter.objects).toBeDefined();
     await fetchFolder(await new Objm(e.nc).open(ADAPTER_BUCKET), record!.adapter.objects!, join(e.dir, "committed-objects"));
+    // nor recorded its round's ids after it lost the lease: each id's entry is the successor's, from before its commit
+    const committedAt = Date.parse(String(standby.lines.find((l) => l.msg === "round committed" && l.round === 1)?.time));
+    const ids = await new Kvm(e.nc).open(IDS_BUCKET);
+    for (const r of rollouts) {
+      const entry = await ids.get(`${POLICY}.${createHash("sha256").update(r.id).digest("hex")}`);
+      expect(entry?.created.getTime(), r.id).toBeLessThanOrEqual(committedAt);
+    }
 
     const acc = await settled(e, rollouts.map((r) => r.id), b.workDir, standby);
     expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);

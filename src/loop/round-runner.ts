@@ -181,7 +181,12 @@ export class RoundRunner {
     await this.#recordRejections(trained.manifest);
     clock.lap("adapter");
     setPhase(ctx, "committing");
-    await retrying(() => ctx.consumedIds.record(manifest.round, trained.manifest.events), { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
+    // only while the lease is held: a daemon that froze past the TTL must not leave its round's ids beside its
+    // successor's rounds (they would say these rollouts committed in a round of that number)
+    await retrying(async () => {
+      await this.deps.lease?.assertHeld();
+      await ctx.consumedIds.record(manifest.round, trained.manifest.events);
+    }, { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isLeaseError });
     clock.lap("ids");
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
