@@ -4,12 +4,14 @@
 // event loop must not wait on them, and whatever hangs must leave half of libuv's four threads free — so that the
 // other roots' frames, the other rollouts and the daemon's own file writes go on. Before, a synchronous realpath
 // blocked the whole daemon on the first such frame.
+import { createHash } from "node:crypto";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Kvm } from "@nats-io/kv";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { consumerName, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
+import { consumerName, IDS_BUCKET, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
 import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
@@ -241,6 +243,45 @@ describe("loop - frames under a root on a hung mount", () => {
         return list.length > 0 ? list : null;
       }, 120_000);
       expect(rejected.map((r) => [r.seq, r.reason])).toEqual([[onHung, "duplicate_id"]]);
+    });
+
+    // the rounds the daemon keeps in memory (intake.dedupRounds) answer for round 1, or its committed manifest does
+    it.each([
+      { where: "in memory", dedupRounds: 64, rounds: 1 },
+      { where: "in its manifest", dedupRounds: 1, rounds: 2 },
+    ])("a rollout whose id a dead daemon recorded for a round its successor committed without it is trained, not acked as committed (that round $where)", async ({ dedupRounds, rounds }) => {
+      const e = (env = await startLoopEnv());
+      const frame = join(e.framesRoot, "cam", "f.png");
+      mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
+      writeFileSync(frame, png);
+      const share = join(dir, "share"); // answers at the start, hangs after it
+      mkdirSync(share);
+      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, share], rootTimeoutS: 120 }, round: { rows: 4, maxWaitS: 1, minRows: 1 }, intake: { dedupRounds }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
+      await daemon.start();
+      alsoHung("share");
+      // its judgement waits on the share while the round after it commits
+      const late = await makeRollout("late", 0, { steps: 2 });
+      const lateSeq = (await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(withFrames(late, join(share, "cam", "f.png"))), { msgID: late.id })).seq;
+      // as a daemon that died between recording round 1's ids and committing it would have left them
+      const ids = await new Kvm(e.nc).open(IDS_BUCKET);
+      await ids.put(`${POLICY}.${createHash("sha256").update(late.id).digest("hex")}`, `${lateSeq} 1`);
+      for (let round = 1; round <= rounds; round++) {
+        const others = await Promise.all([0, 1].map(async (i) => withFrames(await makeRollout(`others-${round}`, i, { steps: 2 }), frame)));
+        await publishRollouts(e.js, others);
+        await waitFor(`round ${round} committed without it`, async () => ((await accounting(e)).rounds.has(others[1]!.id) ? true : null));
+      }
+      expect(daemon.snapshot().round).toBe(rounds);
+      // the share comes back: judged again, the rollout is below the record's last sequence with its id naming round
+      // 1, which did not train it
+      mounts.at(-1)!.close();
+      mkdirSync(join(share, "cam"), { recursive: true });
+      writeFileSync(join(share, "cam", "f.png"), png);
+      const after = await waitFor("the late rollout trained", async () => {
+        const a = await accounting(e);
+        return a.rounds.has(late.id) ? a : null;
+      }, 120_000);
+      expect(after.rounds.get(late.id)).toEqual([rounds + 1]);
+      expect([...after.rejections.keys()]).toEqual([]);
     });
   });
 });

@@ -18,7 +18,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { JsMsg } from "@nats-io/jetstream";
-import { rejectionMessage, type RejectReason, type RolloutCompleted } from "../contract/index.js";
+import { rejectionMessage, type Manifest, type RejectReason, type RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
 import { setDegraded, setHealthy, type LoopContext } from "./context.js";
 import { IdBeingJudgedError, isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
@@ -53,6 +53,7 @@ export class Admission {
   constructor(
     private readonly ctx: LoopContext, roots: FrameRoots, frameObjects: (() => Promise<FrameObjects>) | null,
     private readonly openRound: () => number, private readonly consumer: () => Promise<ConsumerState | null>,
+    private readonly committedManifest: (round: number) => Promise<Manifest | null>,
   ) {
     const f = ctx.config.frames;
     this.#limits = { roots, maxBytes: f.maxBytes, maxPixels: f.maxPixels, objects: frameObjects };
@@ -181,16 +182,36 @@ export class Admission {
 
   /**
    * Whether the message's round committed: its id recorded under this very sequence by a round the committed record
-   * includes. A round whose ids were recorded but whose commit did not happen is pending: its messages are reserved
-   * by a daemon that has its folder, and judged again by one that has not (a standby). An id recorded without its
-   * round is judged by the record's last sequence, which a pending round's message can be below.
+   * includes, and that round trained it. A round whose ids were recorded but whose commit did not happen is pending:
+   * its messages are reserved by a daemon that has its folder, and judged again by one that has not (a standby). An id
+   * recorded without its round is judged by the record's last sequence, which a pending round's message can be below.
    */
   async #committedAlready(id: string | null, seq: number): Promise<boolean> {
     const { record } = this.ctx.state;
     if (id === null || seq > record.last_seq) return false;
     const consumed = await this.ctx.consumedIds.lookup(id);
     if (consumed === null || consumed.seq !== seq) return false;
-    return consumed.round === null || consumed.round <= record.round;
+    if (consumed.round === null) return true;
+    return consumed.round <= record.round && this.#trained(consumed.round, seq);
+  }
+
+  /**
+   * Whether committed round `round` trained `seq`: its ids may have been recorded by a daemon that died before its
+   * commit, and the round of that number committed by its successor with other rollouts — acked as committed, this
+   * one would be lost. The last intake.dedupRounds rounds from memory, older ones from their committed manifest; one
+   * that cannot be read leaves the ids' word.
+   */
+  async #trained(round: number, seq: number): Promise<boolean> {
+    const seqs = this.ctx.applied.seqsOf(round);
+    if (seqs !== undefined) return seqs.has(seq);
+    try {
+      const manifest = await this.committedManifest(round);
+      return manifest === null || manifest.events.some((e) => e.seq === seq);
+    } catch (err) {
+      if (isTransient(err)) throw err; // NATS: judged again later
+      this.ctx.log.warn({ err, round, seq }, "committed manifest unreadable: its ids are trusted");
+      return true;
+    }
   }
 
   async #ackCommitted(msg: JsMsg): Promise<void> {

@@ -17,6 +17,11 @@ export class AppliedRounds {
     return false;
   }
 
+  /** The sequences round `round` trained, if it is one of the rounds kept. */
+  seqsOf(round: number): ReadonlySet<number> | undefined {
+    return this.#rounds.get(round)?.seqs;
+  }
+
   hasId(id: string): boolean {
     for (const r of this.#rounds.values()) if (r.ids.has(id)) return true;
     return false;

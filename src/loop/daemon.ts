@@ -16,7 +16,7 @@ import { configHash, redactedConfig, redactUrl, type Config } from "./config/ind
 import { connectNats, ensureStreams, type Nats } from "./connection.js";
 import { openAdapterBucket, openIdsBucket, openStateBucket } from "./buckets.js";
 import { ConsumedIds } from "./consumed-ids.js";
-import { adapterFolders, syncManifests } from "./continuation.js";
+import { adapterFolders, fetchManifest, syncManifests } from "./continuation.js";
 import { setDegraded, setHealthy, setPhase, type Buffered, type LoopContext } from "./context.js";
 import { isDiskFault, isStopRequested } from "./errors.js";
 import { EventPublisher } from "./events.js";
@@ -216,7 +216,10 @@ export class Daemon {
       onFatal: (err) => this.#onFatal(err), onJobEnd: () => this.#running?.pump.wake(),
     });
     this.#scheduler = scheduler;
-    const admission = new Admission(ctx, frameRoots, frameObjectOpener(nats.nc, config.frames.objectBucket), () => scheduler.openRound, () => intake.consumerState());
+    const admission = new Admission(
+      ctx, frameRoots, frameObjectOpener(nats.nc, config.frames.objectBucket), () => scheduler.openRound, () => intake.consumerState(),
+      (round) => fetchManifest(adapters, ctx.policy, round),
+    );
     const pump = new IntakePump({
       intake, admit: (msg) => admission.admit(msg), stopping: () => ctx.stopping, afterAdmit: () => scheduler.maybeStart(),
       full: () => scheduler.busy && ctx.buffer.trigger(Date.now(), config.round) !== null,
