@@ -1,12 +1,13 @@
 // The duplicate-id memory: every rollout id a committed round consumed, kept in KV bucket `rlloop-ids` for
-// intake.duplicateWindowS (the bucket's TTL), so it survives restarts and does not depend on how many rounds
-// passed. A rollout whose id is there under another stream sequence is a duplicate; under the same sequence and a
-// committed round it is a committed rollout redelivered, acked as applied. Ids are recorded just before their round's
-// commit, so a round that did not commit may have recorded them (a standby taking over without the dead daemon's
-// round folders sees its messages again): the value names the round to tell, and the round itself (its manifest)
-// whether it trained that sequence — its successor may have committed a round of that number without it. Keys are `<policy>.<sha256(id)>` (ids
-// may hold characters KV keys may not); values "<seq> <round>" (a bare "<seq>" from before the round was kept).
-// Cost: one KV read per judged rollout, one write per consumed rollout, ~200 bytes of storage per id over the window.
+// intake.duplicateWindowS (the bucket's TTL), so it survives restarts and does not depend on how many rounds passed.
+// A rollout whose id is there under another stream sequence is a duplicate; under the same sequence and a committed
+// round it is a committed rollout redelivered, acked as applied. Ids are recorded just before their round's commit,
+// so a round that did not commit may have recorded them (a standby taking over without the dead daemon's round
+// folders sees its messages again): the value names the round to tell, and the round itself (its manifest) whether
+// it trained that sequence — its successor may have committed a round of that number without it. Keys are
+// `<policy>.<sha256(id)>` (ids may hold characters KV keys may not); values "<seq> <round>" (a bare "<seq>" from
+// before the round was kept). Cost: one KV read per judged rollout, one write per consumed rollout, ~200 bytes of
+// storage per id over the window.
 import { createHash } from "node:crypto";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/nats-core";
