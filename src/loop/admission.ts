@@ -21,7 +21,8 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { rejectionMessage, type Manifest, type RejectReason, type RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
 import { setDegraded, setHealthy, type LoopContext } from "./context.js";
-import { IdBeingJudgedError, isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
+import { HostFaultError, IdBeingJudgedError, isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
+import { ObjectStallError } from "./object-chunks.js";
 import type { FrameObjects } from "./frame-objects.js";
 import type { FrameRoots } from "./frame-roots.js";
 import { frameBytes, withoutInlineFrames, writeFramePng, type FrameLimits } from "./frames.js";
@@ -36,12 +37,17 @@ import { idOf, parseRollout, validateContext, type ValidateContext } from "./val
 const LAST_ERRORS_KEPT = 10_000;
 /** Failed judgements in a row, by this daemon, before a message delivered too often is given up on. */
 const FAILURES_BEFORE_GIVING_UP = 3;
+/** Committed manifests whose sequences are kept once read (a few kB each). */
+const MANIFESTS_KEPT = 64;
 
 export class Admission {
   /** rollout id → stream sequence of messages being judged */
   readonly #inflightIds = new Map<string, number>();
   /** stream sequence → the last transient error of its judgement, and how many in a row failed here */
   readonly #lastErrors = new Map<number, { message: string; failures: number }>();
+  /** committed round → the sequences it trained, by its manifest (null: gone or unreadable); rounds older than those
+   *  kept in memory (#trained) */
+  readonly #manifests = new Map<number, ReadonlySet<number> | null>();
   readonly #limits: FrameLimits;
   readonly #incoming: string;
   readonly #validate: ValidateContext;
@@ -170,6 +176,7 @@ export class Admission {
    *  host's fault for long); its failures are not counted: nothing failed here. */
   #awaitOtherCopy(msg: JsMsg, err: IdBeingJudgedError): void {
     const delayMs = redeliveryDelayMs(msg.info.deliveryCount);
+    this.#forgetError(msg.seq); // its own judgement no longer fails
     this.ctx.log.info({ seq: msg.seq, retryInMs: delayMs }, `${err.message}; judged again after it`);
     this.ctx.held.nak([msg.seq], delayMs);
   }
@@ -202,16 +209,28 @@ export class Admission {
    * that cannot be read leaves the ids' word.
    */
   async #trained(round: number, seq: number): Promise<boolean> {
-    const seqs = this.ctx.applied.seqsOf(round);
-    if (seqs !== undefined) return seqs.has(seq);
+    const seqs = this.ctx.applied.seqsOf(round) ?? (await this.#manifestSeqs(round));
+    return seqs === null || seqs.has(seq);
+  }
+
+  /** The sequences committed round `round` trained, by its manifest (read once: a backlog of one old round's
+   *  redeliveries reads it once), or null where it is gone or unreadable. A read NATS does not answer now is retried
+   *  with the message, never taken as an answer. */
+  async #manifestSeqs(round: number): Promise<ReadonlySet<number> | null> {
+    if (this.#manifests.has(round)) return this.#manifests.get(round)!;
+    let seqs: ReadonlySet<number> | null;
     try {
       const manifest = await this.committedManifest(round);
-      return manifest === null || manifest.events.some((e) => e.seq === seq);
+      seqs = manifest === null ? null : new Set(manifest.events.map((e) => e.seq));
     } catch (err) {
-      if (isTransient(err)) throw err; // NATS: judged again later
-      this.ctx.log.warn({ err, round, seq }, "committed manifest unreadable: its ids are trusted");
-      return true;
+      if (isTransient(err)) throw err;
+      if (err instanceof ObjectStallError) throw new HostFaultError(`round ${round}'s committed manifest: ${err.message}`, { cause: err });
+      this.ctx.log.error({ err, round }, "committed manifest unreadable: the ids recorded for its round are trusted");
+      seqs = null;
     }
+    this.#manifests.set(round, seqs);
+    if (this.#manifests.size > MANIFESTS_KEPT) this.#manifests.delete(this.#manifests.keys().next().value as number);
+    return seqs;
   }
 
   async #ackCommitted(msg: JsMsg): Promise<void> {

@@ -181,8 +181,8 @@ export class RoundRunner {
     await this.#recordRejections(trained.manifest);
     clock.lap("adapter");
     setPhase(ctx, "committing");
-    // only while the lease is held: a daemon that froze past the TTL must not leave its round's ids beside its
-    // successor's rounds (they would say these rollouts committed in a round of that number)
+    // the lease checked first: a daemon that froze past the TTL must not leave its round's ids beside its successor's
+    // rounds (they would say these rollouts committed in a round of that number; admission.ts checks that round too)
     await retrying(async () => {
       await this.deps.lease?.assertHeld();
       await ctx.consumedIds.record(manifest.round, trained.manifest.events);
