@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { Kvm } from "@nats-io/kv";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { consumerName, IDS_BUCKET, ROLLOUT_STREAM, subjects, type RolloutCompletedInput } from "../src/contract/index.js";
-import { parseConfig } from "../src/loop/config/index.js";
+import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { roundDir } from "../src/loop/paths.js";
@@ -177,6 +177,22 @@ describe("loop - frames under a root on a hung mount", () => {
 
     const withFrames = (r: RolloutCompletedInput, path: string): RolloutCompletedInput => ({ ...r, steps: r.steps.map((s) => ({ ...s, image: { path } })) });
 
+    /** A daemon on a good root (a frame at `frame`) and a second root, `share`, that answers at the start and hangs
+     *  after it (a judgement of a frame there waits, far from the 120 s deadline, until the test ends the hang). */
+    const startWithShareHangingAfter = async (overrides: ConfigInput) => {
+      const e = (env = await startLoopEnv());
+      const frame = join(e.framesRoot, "cam", "f.png");
+      mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
+      writeFileSync(frame, png);
+      const share = join(dir, "share");
+      mkdirSync(share);
+      const level = (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal";
+      const started = (daemon = new Daemon({ config: parseConfig(e.config({ ...overrides, frames: { roots: [e.framesRoot, share], rootTimeoutS: 120 }, log: { level } })) }));
+      await started.start();
+      alsoHung("share");
+      return { e, frame, share, started };
+    };
+
     it("starts, trains the rollouts whose frames it can read, says degraded, and trains the others once the root answers", async () => {
       const e = (env = await startLoopEnv());
       const frame = join(e.framesRoot, "cam", "f.png");
@@ -216,15 +232,7 @@ describe("loop - frames under a root on a hung mount", () => {
     });
 
     it("a copy of a rollout judged while another copy of its id waits on a hung root waits for that judgement, not rejected as a duplicate", async () => {
-      const e = (env = await startLoopEnv());
-      const frame = join(e.framesRoot, "cam", "f.png");
-      mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
-      writeFileSync(frame, png);
-      const share = join(dir, "share"); // answers at the start, hangs after it
-      mkdirSync(share);
-      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, share], rootTimeoutS: 120 }, round: { rows: 2, maxWaitS: 1, minRows: 1 }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
-      await daemon.start();
-      alsoHung("share");
+      const { e, frame, share } = await startWithShareHangingAfter({ round: { rows: 2, maxWaitS: 1, minRows: 1 } });
       const rollout = await makeRollout("twin", 0, { steps: 2 });
       // the first copy's frames are on the share: its judgement waits there, far from its deadline
       const onHung = (await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(withFrames(rollout, join(share, "cam", "f.png"))), { msgID: "twin-hung" })).seq;
@@ -250,15 +258,7 @@ describe("loop - frames under a root on a hung mount", () => {
       { where: "in memory", dedupRounds: 64, rounds: 1 },
       { where: "in its manifest", dedupRounds: 1, rounds: 2 },
     ])("a rollout whose id a dead daemon recorded for a round its successor committed without it is trained, not acked as committed (that round $where)", async ({ dedupRounds, rounds }) => {
-      const e = (env = await startLoopEnv());
-      const frame = join(e.framesRoot, "cam", "f.png");
-      mkdirSync(join(e.framesRoot, "cam"), { recursive: true });
-      writeFileSync(frame, png);
-      const share = join(dir, "share"); // answers at the start, hangs after it
-      mkdirSync(share);
-      daemon = new Daemon({ config: parseConfig(e.config({ frames: { roots: [e.framesRoot, share], rootTimeoutS: 120 }, round: { rows: 4, maxWaitS: 1, minRows: 1 }, intake: { dedupRounds }, log: { level: (process.env.TEST_LOG_LEVEL ?? "fatal") as "fatal" } })) });
-      await daemon.start();
-      alsoHung("share");
+      const { e, frame, share, started } = await startWithShareHangingAfter({ round: { rows: 4, maxWaitS: 1, minRows: 1 }, intake: { dedupRounds } });
       // its judgement waits on the share while the round after it commits
       const late = await makeRollout("late", 0, { steps: 2 });
       const lateSeq = (await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(withFrames(late, join(share, "cam", "f.png"))), { msgID: late.id })).seq;
@@ -270,7 +270,7 @@ describe("loop - frames under a root on a hung mount", () => {
         await publishRollouts(e.js, others);
         await waitFor(`round ${round} committed without it`, async () => ((await accounting(e)).rounds.has(others[1]!.id) ? true : null));
       }
-      expect(daemon.snapshot().round).toBe(rounds);
+      expect(started.snapshot().round).toBe(rounds);
       // the share comes back: judged again, the rollout is below the record's last sequence with its id naming round
       // 1, which did not train it
       mounts.at(-1)!.close();
