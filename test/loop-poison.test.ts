@@ -215,6 +215,22 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(acc.rejections.size).toBe(0);
   });
 
+  it("an id recorded by a round that did not train it (not committed, or committed under that number without it) is no duplicate: the rollout trains", async () => {
+    const e = await start({ round: { rows: 2 } });
+    const first = [await makeRollout("first", 0, { steps: 1 }), await makeRollout("first", 1, { steps: 1 })];
+    await publishRollouts(e.js, first);
+    await settled(e, first.map((r) => r.id));
+    // left by daemons that died before their commits: round 1 committed since without sequence 77, round 9 never did
+    const ids = ConsumedIds.of(await new Kvm(e.nc).open(IDS_BUCKET), POLICY);
+    await ids.record(1, [{ seq: 77, id: "stale-0" }]);
+    await ids.record(9, [{ seq: 78, id: "stale-1" }]);
+    const stale = [await makeRollout("stale", 0, { steps: 1 }), await makeRollout("stale", 1, { steps: 1 })];
+    await publishRollouts(e.js, stale);
+    const acc = await settled(e, [...first, ...stale].map((r) => r.id));
+    expect(stale.map((r) => acc.rounds.get(r.id))).toEqual([[2], [2]]);
+    expect(acc.rejections.size).toBe(0);
+  });
+
   it("a rollout that waits until it would leave the stream (stream.maxAgeS) is rejected undeliverable, not lost without a record", async () => {
     const e = await start({ stream: { maxAgeS: 30, duplicateWindowS: 20 }, frames: { objectBucket: "no-such-frames" }, log: { level: "fatal" } });
     const unlucky = await makeRollout("expiring", 0, { steps: 1 });
@@ -250,6 +266,53 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     expect(isolated.map((r) => r.poisoned.map((p) => p.id))).toEqual([["iso-4"]]);
     const announced = await waitFor("round 1 announced", async () => (await eventsOn(e.jsm, subjects(POLICY).adapterPublished)).length === 1 || null);
     expect(announced).toBe(true);
+  });
+
+  it("a copy of a rollout id whose other copy its round takes out (poison) waits for that round and trains in the next, not rejected as a duplicate", async () => {
+    const e = await start({ trainer: { env: { FAKE_TRAINER_POISON: "target-poison", FAKE_TRAINER_SLEEP_MS: "500" } } });
+    const rollouts = await Promise.all(Array.from({ length: 8 }, (_, i) => makeRollout("twin", i, { steps: 1 })));
+    const fine = structuredClone(rollouts[4]!);
+    rollouts[4]!.steps[0]!.name = "target-poison";
+    const seqs = await publishRollouts(e.js, rollouts);
+    await waitFor("round 1 training", () => daemon!.snapshot().training_round === 1 || null);
+    // the same id under another message id, its step fine: it arrives while round 1 holds the first copy
+    const copySeq = (await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(fine), { msgID: "twin-4-again" })).seq;
+    await publishRollouts(e.js, await Promise.all(Array.from({ length: 7 }, (_, i) => makeRollout("next", i, { steps: 1 }))));
+    const acc = await waitFor("the copy trained or rejected", async () => {
+      const a = await accounting(e);
+      return a.rounds.has("twin-4") || (a.rejections.get("twin-4")?.length ?? 0) > 1 ? a : null;
+    }, 120_000); // its next judgement: the redelivery backoff doubles from 5 s while round 1 isolates the poison
+    expect(acc.rounds.get("twin-4")).toEqual([2]);
+    const rejected = await eventsOn<{ seq: number; reason: string }>(e.jsm, subjects(POLICY).rejected);
+    expect(rejected.map((r) => [r.seq, r.reason])).toEqual([[seqs[4], "poison"]]);
+    expect((await readManifest(roundDir(e.workDir, POLICY, 2)))?.events.find((ev) => ev.id === "twin-4")?.seq).toBe(copySeq);
+  });
+
+  it("copies of an id in the open round wait only while they fit the room for waiting rollouts: the others are duplicates at once", async () => {
+    const e = await start({ consumer: { waitingRollouts: 2 } });
+    const first = await makeRollout("held", 0, { steps: 1 });
+    await publishRollouts(e.js, [first]);
+    const copies: number[] = [];
+    for (let k = 0; k < 4; k++) copies.push((await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(first), { msgID: `held-0-copy-${k}` })).seq);
+    const rejectedNow = await waitFor("two copies rejected", async () => {
+      const list = await eventsOn<{ seq: number; reason: string; message: string }>(e.jsm, subjects(POLICY).rejected);
+      return list.length >= 2 ? list : null;
+    });
+    await sleep(1000); // the round stays open: the other two wait
+    expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toHaveLength(2);
+    for (const r of rejectedNow) {
+      expect(r.reason).toBe("duplicate_id");
+      expect(r.message).toMatch(/already taken into a round under stream sequence 1, and the 2 rollouts waiting fill the room for them \(consumer\.waitingRollouts 2\)$/);
+    }
+    await publishRollouts(e.js, await Promise.all(Array.from({ length: 7 }, (_, i) => makeRollout("fill", i, { steps: 1 }))));
+    const all = await waitFor("every copy rejected", async () => {
+      const list = await eventsOn<{ seq: number; reason: string; message: string }>(e.jsm, subjects(POLICY).rejected);
+      return list.length === 4 ? list : null;
+    }, 90_000);
+    expect(all.map((r) => r.seq).sort((a, b) => a - b)).toEqual(copies);
+    for (const r of all.slice(2)) expect(r.message).toContain("consumed by a committed round");
+    const acc = await settled(e, ["fill-0"]);
+    expect(acc.rounds.get("held-0")).toEqual([1]);
   });
 
   it("a rollout that makes training diverge (NaN statistics, the probe's finite) is isolated as poison: the rest of its round is published", async () => {

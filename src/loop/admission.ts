@@ -6,6 +6,10 @@
 //   - something is wrong with the rollout → rejected with its reason (recorded on rlloop.<policy>.rollout.rejected,
 //     then terminated);
 //   - a transient failure (NATS, the host's I/O) → nak'd with a backoff of 5 s doubling to 5 min, judged again;
+//   - another copy of its id pending (being judged, or in the open or training round) → nak'd with the same backoff
+//     until that copy trained (then this one is a duplicate) or was rejected for its own fault (then this one is
+//     judged on its own); a copy of an id in a round waits only while it holds nothing back (waitingRoom) and would
+//     not leave the stream meanwhile — else it is rejected `duplicate_id` at once;
 //   - any other failure → rejected `unjudgeable` (it would fail the same way again);
 //   - a transient failure of a message delivered more than intake.maxDeliveries times, after this daemon's last
 //     FAILURES_BEFORE_GIVING_UP judgements of it failed too, while the waiting messages hold the stream (the
@@ -21,12 +25,12 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { rejectionMessage, type Manifest, type RejectReason, type RolloutCompleted } from "../contract/index.js";
 import { redeliveryDelayMs } from "./backoff.js";
 import { setDegraded, setHealthy, type LoopContext } from "./context.js";
-import { HostFaultError, IdBeingJudgedError, isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
+import { HostFaultError, IdPendingError, isRolloutRejected, isTransient, RolloutRejectedError } from "./errors.js";
 import { ObjectStallError } from "./object-chunks.js";
 import type { FrameObjects } from "./frame-objects.js";
 import type { FrameRoots } from "./frame-roots.js";
 import { frameBytes, withoutInlineFrames, writeFramePng, type FrameLimits } from "./frames.js";
-import { maxAckPending, type ConsumerState } from "./intake.js";
+import { maxAckPending, waitingRoom, type ConsumerState } from "./intake.js";
 import { frameFileName, incomingDir } from "./paths.js";
 import { checkAdapter } from "./staleness.js";
 import { pausePoint } from "./test-hooks.js";
@@ -48,10 +52,13 @@ export class Admission {
   /** committed round → the sequences it trained, by its manifest (null: gone or unreadable); rounds older than those
    *  kept in memory (#trained) */
   readonly #manifests = new Map<number, ReadonlySet<number> | null>();
+  /** stream sequences of copies nak'd to wait for the round holding another copy of their id */
+  readonly #waitingOnRound = new Set<number>();
   readonly #limits: FrameLimits;
   readonly #incoming: string;
   readonly #validate: ValidateContext;
   readonly #kept: number;
+  readonly #room: ReturnType<typeof waitingRoom>;
   /** waiting messages that failed FAILURES_BEFORE_GIVING_UP judgements in a row or more, and the last such error */
   #stuck = 0;
   #lastStuckError = "";
@@ -66,9 +73,11 @@ export class Admission {
     this.#incoming = incomingDir(ctx.config.workDir, ctx.policy);
     this.#validate = validateContext(ctx.config);
     this.#kept = Math.max(LAST_ERRORS_KEPT, 2 * maxAckPending(ctx.config));
+    this.#room = waitingRoom(ctx.config);
   }
 
   async admit(msg: JsMsg): Promise<void> {
+    this.#waitingOnRound.delete(msg.seq);
     if (this.#routeRedelivery(msg)) return;
     this.ctx.held.hold(msg);
     const deliveries = msg.info.deliveryCount;
@@ -77,7 +86,7 @@ export class Admission {
       this.#forgetError(msg.seq);
     } catch (err) {
       if (isRolloutRejected(err)) return this.#reject(msg, err.reason, err.message);
-      if (err instanceof IdBeingJudgedError) return this.#awaitOtherCopy(msg, err);
+      if (err instanceof IdPendingError) return this.#awaitOtherCopy(msg, err);
       if (!isTransient(err)) return this.#reject(msg, "unjudgeable", `${(err as Error)?.name ?? "Error"}: ${String((err as Error)?.message ?? err).slice(0, 300)}`);
       const failures = this.#rememberError(msg.seq, (err as Error).message);
       const delayMs = redeliveryDelayMs(deliveries);
@@ -160,31 +169,65 @@ export class Admission {
     if (ctx.buffer.size >= 2) await pausePoint("intake", this.openRound(), ctx.log);
   }
 
-  /** The id must not be in the open or training round, nor being judged under another sequence (that copy may yet
-   *  be rejected for what is wrong with it alone: this one waits): claimed synchronously, so that two copies judged
-   *  at once cannot both pass. */
+  /** The id must not be consumed by a committed round; another copy of it in the open or training round, or being
+   *  judged under another sequence, may yet be rejected for what is wrong with it alone: this one waits. Claimed
+   *  synchronously, so that two copies judged at once cannot both pass. */
   #claimId(id: string, seq: number) {
     const { ctx } = this;
-    if ([...ctx.reserved.values()].includes(id) || ctx.buffer.hasId(id)) throw duplicateId(id, seq, "taken into a round under another stream sequence");
     if (ctx.applied.hasId(id)) throw duplicateId(id, seq, "consumed by a committed round");
+    const quoted = JSON.stringify(id);
+    const inRound = [...ctx.reserved].find(([, reservedId]) => reservedId === id)?.[0] ?? ctx.buffer.seqOf(id);
+    if (inRound !== undefined) throw new IdPendingError(`rollout id ${quoted} (seq ${seq}) was already taken into a round under stream sequence ${inRound}`, true);
     const inflight = this.#inflightIds.get(id);
-    if (inflight !== undefined && inflight !== seq) throw new IdBeingJudgedError(`rollout id ${JSON.stringify(id)} is being judged under stream sequence ${inflight}`);
+    if (inflight !== undefined && inflight !== seq) throw new IdPendingError(`rollout id ${quoted} (seq ${seq}) is being judged under stream sequence ${inflight}`, false);
     this.#inflightIds.set(id, seq);
   }
 
-  /** Judged again once the other copy's judgement has ended, with the redeliveries' backoff (that one may wait on a
-   *  host's fault for long); its failures are not counted: nothing failed here. */
-  #awaitOtherCopy(msg: JsMsg, err: IdBeingJudgedError): void {
+  /** Judged again once the other copy's judgement or round has ended, with the redeliveries' backoff (that one may
+   *  wait on a host's fault for long); its failures are not counted: nothing failed here. A copy of an id in a round
+   *  that cannot wait for it is a duplicate now, as it would most likely be after. */
+  async #awaitOtherCopy(msg: JsMsg, err: IdPendingError): Promise<void> {
     const delayMs = redeliveryDelayMs(msg.info.deliveryCount);
     this.#forgetError(msg.seq); // its own judgement no longer fails
-    this.ctx.log.info({ seq: msg.seq, retryInMs: delayMs }, `${err.message}; judged again after it`);
+    if (err.inRound) {
+      const cannotWait = this.#whyNotWaitForRound(msg, delayMs);
+      if (cannotWait !== null) return this.#reject(msg, "duplicate_id", `${err.message}, and ${cannotWait}`);
+      this.#waitingOnRound.add(msg.seq);
+    }
+    this.ctx.log.info({ seq: msg.seq, retryInMs: delayMs }, `${err.message}; judged again after ${err.inRound ? "that round" : "it"}`);
     this.ctx.held.nak([msg.seq], delayMs);
   }
 
-  /** Nor consumed under another sequence within intake.duplicateWindowS (the KV memory, across restarts). */
+  /**
+   * Why a copy of an id in a round does not wait for that round's end, or null: it would leave the stream
+   * (stream.maxAgeS) before its next judgement, or the rollouts waiting fill their room in max_ack_pending (waitingRoom):
+   * copies of ids in the open round that hold the stream could keep that round from ever filling (no round.maxWaitS).
+   * Settled messages no redelivery will clear from the set (gone from the stream) are below the ack floor.
+   */
+  #whyNotWaitForRound(msg: JsMsg, delayMs: number): string | null {
+    const { config } = this.ctx;
+    const ageMs = Date.now() - msg.info.timestampNanos / 1e6;
+    if (ageMs + delayMs >= 0.9 * config.stream.maxAgeS * 1000) return `it would leave the stream (stream.maxAgeS ${config.stream.maxAgeS} s) before its next judgement`;
+    if (this.#waitingOnRound.size + this.#lastErrors.size >= this.#room.room) {
+      for (const s of this.#waitingOnRound) if (s <= this.ctx.ackFloor) this.#waitingOnRound.delete(s);
+    }
+    const waiting = this.#waitingOnRound.size + this.#lastErrors.size;
+    if (waiting >= this.#room.room) return `the ${waiting} rollouts waiting fill the room for them (${this.#room.setting})`;
+    return null;
+  }
+
+  /** Nor consumed under another sequence within intake.duplicateWindowS (the KV memory, across restarts): recorded by
+   *  a committed round that trained it. An entry of a round not committed (a dead daemon's, taken over without its
+   *  folder: that message is redelivered and judged again), or of a round whose number its successor committed
+   *  without it, consumed nothing: this copy is judged on its own. */
   async #checkNotConsumed(id: string, seq: number): Promise<void> {
     const consumed = await this.ctx.consumedIds.lookup(id);
-    if (consumed !== null && consumed.seq !== seq) throw duplicateId(id, seq, `consumed under stream sequence ${consumed.seq} (within intake.duplicateWindowS)`);
+    if (consumed === null || consumed.seq === seq) return;
+    if (consumed.round !== null && !(consumed.round <= this.ctx.state.record.round && (await this.#trained(consumed.round, consumed.seq)))) {
+      this.ctx.log.info({ seq, id, recorded: consumed }, "rollout id recorded by a round that did not train it: not a duplicate");
+      return;
+    }
+    throw duplicateId(id, seq, `consumed under stream sequence ${consumed.seq} (within intake.duplicateWindowS)`);
   }
 
   /**

@@ -62,11 +62,15 @@ export class HostFaultError extends Error {
   override name = "HostFaultError";
 }
 
-/** Another message of the same rollout id is being judged right now: this one waits for that judgement's end (a
- *  redelivery), since whether it is a duplicate depends on how that ends — admitted, or rejected for what is wrong
- *  with that copy alone. Not a failure of this message's judgement. */
-export class IdBeingJudgedError extends Error {
-  override name = "IdBeingJudgedError";
+/** Another message of the same rollout id is pending: being judged right now, or in the open or the training round
+ *  (`inRound`). This one waits for that to end (a redelivery), since whether it is a duplicate depends on how it ends:
+ *  that copy trained, or rejected for what is wrong with it alone (by its judgement, or by its round: `poison`,
+ *  `logp_mismatch`). Not a failure of this message's judgement. */
+export class IdPendingError extends Error {
+  override name = "IdPendingError";
+  constructor(message: string, readonly inRound: boolean) {
+    super(message);
+  }
 }
 
 /** errno codes of failures of the host (disk, descriptors, network), not of what is being read. */

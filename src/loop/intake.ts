@@ -35,8 +35,23 @@ export interface ConsumerState {
  *  rollouts waiting on a transient fault (each nak'd with a delay stays pending: without room for them, a fault
  *  that holds a few hundred rollouts would stop the server handing out the rollouts it does not touch). */
 export function maxAckPending(opts: Pick<IntakeOptions, "consumer" | "round">): number {
-  const { consumer, round } = opts;
-  return consumer.maxAckPending ?? 2 * round.rows + 2 * consumer.fetchBatch + 64 + consumer.waitingRollouts;
+  const { consumer } = opts;
+  return consumer.maxAckPending ?? roundsPending(opts) + consumer.waitingRollouts;
+}
+
+/** Of maxAckPending, the room for rollouts that wait (nak'd, still pending) beside the rounds' own messages: those
+ *  waiting on a fault not theirs, and copies waiting on their id's other copy's round. Beyond it they hold the
+ *  stream. */
+export function waitingRoom(opts: Pick<IntakeOptions, "consumer" | "round">): { room: number; setting: string } {
+  const { consumer } = opts;
+  if (consumer.maxAckPending === null) return { room: consumer.waitingRollouts, setting: `consumer.waitingRollouts ${consumer.waitingRollouts}` };
+  const rounds = roundsPending(opts);
+  return { room: Math.max(0, consumer.maxAckPending - rounds), setting: `consumer.maxAckPending ${consumer.maxAckPending} less the rounds' own ${rounds}` };
+}
+
+/** The training round, the open round, one fetch batch and slack. */
+function roundsPending({ consumer, round }: Pick<IntakeOptions, "consumer" | "round">): number {
+  return 2 * round.rows + 2 * consumer.fetchBatch + 64;
 }
 
 export class Intake {

@@ -31,9 +31,10 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   has(seq: number): boolean { return this.#entries.has(seq); }
   get(seq: number): E | undefined { return this.#entries.get(seq); }
   entries(): IterableIterator<E> { return this.#entries.values(); }
-  hasId(id: string): boolean {
-    for (const e of this.#entries.values()) if (e.id === id) return true;
-    return false;
+  /** The stream sequence of the entry with this rollout id, if any. */
+  seqOf(id: string): number | undefined {
+    for (const e of this.#entries.values()) if (e.id === id) return e.seq;
+    return undefined;
   }
 
   add(entry: E, now: number): void {

@@ -56,7 +56,7 @@ const Stream = z.strictObject({
 const Consumer = z.strictObject({
   ackWaitS: doc(seconds().default(60), "ack wait; the daemon calls `working()` on held messages every third of it, so a message is redelivered only when the daemon died. After a crash, unacked rollouts come back after this delay"),
   maxAckPending: doc(positiveInt().nullable().default(null), "messages handed out unacked; `null` = 2 × `round.rows` + 2 × `consumer.fetchBatch` + 64 (the training round, the open round, one fetch) + `consumer.waitingRollouts`"),
-  waitingRollouts: doc(nonNegativeInt().max(100_000).default(10_000), "room in the default `maxAckPending` (ignored when that is set) for rollouts waiting on a fault not theirs (a hung frames root, a missing object store: nak'd, still pending on the consumer), so that they do not hold the stream for the others while the host is put right. Each waiting rollout is judged again every 5 min and the server scans the pending ones at each redelivery: ~5% of a core at 10,000 waiting, ~65% at 200,000"),
+  waitingRollouts: doc(nonNegativeInt().max(100_000).default(10_000), "room in the default `maxAckPending` (ignored when that is set) for rollouts waiting on a fault not theirs (a hung frames root, a missing object store: nak'd, still pending on the consumer), so that they do not hold the stream for the others while the host is put right; copies of a rollout id wait here for the round holding another copy, while there is room. Each waiting rollout is judged again every 5 min and the server scans the pending ones at each redelivery: ~5% of a core at 10,000 waiting, ~65% at 200,000"),
   fetchBatch: doc(positiveInt().default(128), "messages per pull request"),
 });
 
