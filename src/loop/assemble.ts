@@ -52,7 +52,14 @@ export function trainRows(items: readonly RoundRollout[], config: AdvantageConfi
 }
 
 export function trainJsonl(items: readonly RoundRollout[], config: AdvantageConfig): string {
-  return trainRows(items, config).map((row) => `${JSON.stringify(row)}\n`).join("");
+  return trainRows(items, config).map((row) => `${jsonLine(row)}\n`).join("");
+}
+
+/** JSON on one line for every reader: JSON.stringify escapes C0 controls but leaves U+0085, U+2028 and U+2029 raw,
+ *  and Python's str.splitlines (the seed reads train.jsonl so) ends a line at each — a valid step name holding one
+ *  would break its row, and its rollout would be taken for poison. */
+function jsonLine(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u0085\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 export interface AssembleInput {
