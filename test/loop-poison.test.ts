@@ -281,7 +281,7 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const acc = await waitFor("the copy trained or rejected", async () => {
       const a = await accounting(e);
       return a.rounds.has("twin-4") || (a.rejections.get("twin-4")?.length ?? 0) > 1 ? a : null;
-    }, 120_000); // its next judgement: the redelivery backoff doubles from 5 s while round 1 isolates the poison
+    }, 330_000); // its next judgement: the redelivery backoff doubles from 5 s to 5 min while round 1 isolates the poison
     expect(acc.rounds.get("twin-4")).toEqual([2]);
     const rejected = await eventsOn<{ seq: number; reason: string }>(e.jsm, subjects(POLICY).rejected);
     expect(rejected.map((r) => [r.seq, r.reason])).toEqual([[seqs[4], "poison"]]);
@@ -300,6 +300,8 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     });
     await sleep(1000); // the round stays open: the other two wait
     expect(await eventsOn(e.jsm, subjects(POLICY).rejected)).toHaveLength(2);
+    const metrics = `http://127.0.0.1:${daemon!.metricsPort}/metrics`;
+    expect(await (await fetch(metrics)).text()).toMatch(/^rlloop_copies_waiting 2$/m);
     for (const r of rejectedNow) {
       expect(r.reason).toBe("duplicate_id");
       expect(r.message).toMatch(/already taken into a round under stream sequence 1, and the 2 rollouts waiting fill the room for them \(consumer\.waitingRollouts 2\)$/);
@@ -308,11 +310,33 @@ describe("loop - a good rollout is never lost to someone else's fault", () => {
     const all = await waitFor("every copy rejected", async () => {
       const list = await eventsOn<{ seq: number; reason: string; message: string }>(e.jsm, subjects(POLICY).rejected);
       return list.length === 4 ? list : null;
-    }, 90_000);
+    }, 330_000); // their next judgement after round 1 commits: the backoff doubles from 5 s to 5 min
     expect(all.map((r) => r.seq).sort((a, b) => a - b)).toEqual(copies);
     for (const r of all.slice(2)) expect(r.message).toContain("consumed by a committed round");
     const acc = await settled(e, ["fill-0"]);
     expect(acc.rounds.get("held-0")).toEqual([1]);
+    expect(await (await fetch(metrics)).text()).toMatch(/^rlloop_copies_waiting 0$/m);
+  });
+
+  it("a copy of an id in the open round is a duplicate at once where its next judgement could come after the id memory forgot that round, or no room is kept", async () => {
+    for (const [overrides, why] of [
+      [{ intake: { duplicateWindowS: 8 } }, /its next judgement, in \d+ s, could come after the id memory forgot that round \(intake\.duplicateWindowS 8 s\)$/],
+      [{ consumer: { maxAckPending: 50 } }, /no room is kept for rollouts to wait \(consumer\.maxAckPending 50 less the rounds' own \d+\)$/],
+    ] as const) {
+      const e = await start(overrides);
+      const first = await makeRollout("forgot", 0, { steps: 1 });
+      await publishRollouts(e.js, [first]);
+      await e.js.publish(subjects(POLICY).rollouts, JSON.stringify(first), { msgID: "forgot-0-copy" });
+      const [rejected] = await waitFor("the copy rejected", async () => {
+        const list = await eventsOn<{ reason: string; message: string }>(e.jsm, subjects(POLICY).rejected);
+        return list.length > 0 ? list : null;
+      });
+      expect(rejected?.reason).toBe("duplicate_id");
+      expect(rejected?.message, rejected?.message).toMatch(why);
+      await daemon?.stop();
+      await env?.close();
+      env = daemon = null;
+    }
   });
 
   it("a rollout that makes training diverge (NaN statistics, the probe's finite) is isolated as poison: the rest of its round is published", async () => {

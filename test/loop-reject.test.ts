@@ -113,7 +113,7 @@ describe("loop - rejects bad input with a specific reason", () => {
       return list.length === 2 ? list : null;
     });
     expect(adapters.map((a) => a.round)).toEqual([1, 2]);
-    const dupRejected = await waitFor("the copy of dup-0 rejected once its round trained the first", async () => (await rejectedReasons()).get(dupAgain), 90_000);
+    const dupRejected = await waitFor("the copy of dup-0 rejected once its round trained the first", async () => (await rejectedReasons()).get(dupAgain), 330_000); // backoff up to 5 min
     expect(dupRejected).toMatchObject({ id: "dup-0", reason: "duplicate_id" });
     expect(dupRejected.message).toContain("consumed by a committed round");
     const info = await waitFor("nothing pending", async () => {

@@ -54,7 +54,7 @@ describe("ops - metrics and probes of a running daemon", () => {
       rlloop_build_info: "gauge", rlloop_rollouts_accepted_total: "counter", rlloop_rows_accepted_total: "counter",
       rlloop_rollouts_rejected_total: "counter", rlloop_rounds_total: "counter", rlloop_committed_round: "gauge",
       rlloop_buffered_rows: "gauge", rlloop_buffered_rollouts: "gauge", rlloop_pending_acks: "gauge", rlloop_phase: "gauge",
-      rlloop_rollouts_waiting: "gauge", rlloop_consumer_ack_pending: "gauge", rlloop_consumer_max_ack_pending: "gauge", rlloop_round_events_unpublished: "gauge",
+      rlloop_rollouts_waiting: "gauge", rlloop_copies_waiting: "gauge", rlloop_consumer_ack_pending: "gauge", rlloop_consumer_max_ack_pending: "gauge", rlloop_round_events_unpublished: "gauge",
       rlloop_degraded: "gauge", rlloop_gpu_memory_bytes: "gauge", rlloop_last_round_pg_loss: "gauge", rlloop_last_round_kl: "gauge",
       rlloop_last_round_clip_fraction: "gauge", rlloop_last_round_logp_gap: "gauge", rlloop_last_round_logp_gap_abs: "gauge",
       rlloop_last_round_rows: "gauge", rlloop_last_round_train_seconds: "gauge", rlloop_round_latency_seconds: "histogram",

@@ -26,7 +26,7 @@ export const RejectReason = {
   stale_adapter: "served by an adapter more than offPolicy.maxStaleness adapters behind when it reached the stream",
   unknown_adapter: "served by an adapter round the loop has not published",
   adapter_mismatch: "adapter sha256 differs from the published one",
-  duplicate_id: "a rollout with this id was already consumed",
+  duplicate_id: "a rollout with this id was already consumed, or another copy of it is in a round this one cannot wait for (the rollouts waiting fill their room, or it would leave the stream or the id memory first)",
   unjudgeable: "judging it failed with an error that is not a transient I/O or NATS failure",
   undeliverable: "its judgement kept failing (NATS, the host, the configuration) after more than intake.maxDeliveries deliveries while the rollouts waiting held the stream, or until it would have left the stream (stream.maxAgeS)",
   poison: "training failed on this rollout's rows while the rest of its round trained",

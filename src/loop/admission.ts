@@ -77,7 +77,7 @@ export class Admission {
   }
 
   async admit(msg: JsMsg): Promise<void> {
-    this.#waitingOnRound.delete(msg.seq);
+    this.#stopWaitingOnRound(msg.seq);
     if (this.#routeRedelivery(msg)) return;
     this.ctx.held.hold(msg);
     const deliveries = msg.info.deliveryCount;
@@ -122,6 +122,8 @@ export class Admission {
     const c = await this.consumer();
     if (c === null || c.maxAckPending <= 0 || c.ackPending < c.maxAckPending || c.numPending === 0) return null;
     if (c.ackPending - this.#lastErrors.size >= c.maxAckPending) return null; // the rounds' own messages hold it
+    // copies waiting on their id's round give way first: each is rejected at its next judgement while the stream is held
+    if (this.#waitingOnRound.size > 0 && c.ackPending - this.#waitingOnRound.size < c.maxAckPending) return null;
     return `delivered ${deliveries} times (intake.maxDeliveries ${maxDeliveries}), its last ${failures} judgements failed, and the rollouts waiting hold the stream (max_ack_pending ${c.maxAckPending} reached, ${c.numPending} behind)`;
   }
 
@@ -193,27 +195,38 @@ export class Admission {
       const cannotWait = this.#whyNotWaitForRound(msg, delayMs);
       if (cannotWait !== null) return this.#reject(msg, "duplicate_id", `${err.message}, and ${cannotWait}`);
       this.#waitingOnRound.add(msg.seq);
+      this.ctx.metrics.copiesWaiting.set(this.#waitingOnRound.size);
     }
-    this.ctx.log.info({ seq: msg.seq, retryInMs: delayMs }, `${err.message}; judged again after ${err.inRound ? "that round" : "it"}`);
+    // the first wait at info; the redeliveries after it at debug: thousands of copies may wait, the gauges say so
+    const level = msg.info.deliveryCount === 1 ? "info" : "debug";
+    this.ctx.log[level]({ seq: msg.seq, retryInMs: delayMs }, `${err.message}; judged again in ${Math.round(delayMs / 1000)} s`);
     this.ctx.held.nak([msg.seq], delayMs);
   }
 
   /**
-   * Why a copy of an id in a round does not wait for that round's end, or null: it would leave the stream
-   * (stream.maxAgeS) before its next judgement, or the rollouts waiting fill their room in max_ack_pending (waitingRoom):
-   * copies of ids in the open round that hold the stream could keep that round from ever filling (no round.maxWaitS).
-   * Settled messages no redelivery will clear from the set (gone from the stream) are below the ack floor.
+   * Why a copy of an id in a round does not wait for that round's end, or null. It holds a place in max_ack_pending,
+   * and copies of ids in the open round that hold the stream could keep that round from ever filling (no
+   * round.maxWaitS): it waits only while the rollouts waiting fit their room (waitingRoom; intake's backpressure keeps
+   * the rounds' own messages within theirs). It must be judged again while the id memory keeps the other copy's commit
+   * (intake.duplicateWindowS), and before it would leave the stream (stream.maxAgeS). Settled messages no redelivery
+   * will clear from the set (gone from the stream) are below the ack floor.
    */
   #whyNotWaitForRound(msg: JsMsg, delayMs: number): string | null {
     const { config } = this.ctx;
     const ageMs = Date.now() - msg.info.timestampNanos / 1e6;
     if (ageMs + delayMs >= 0.9 * config.stream.maxAgeS * 1000) return `it would leave the stream (stream.maxAgeS ${config.stream.maxAgeS} s) before its next judgement`;
+    if (delayMs >= 0.5 * config.intake.duplicateWindowS * 1000) return `its next judgement, in ${Math.round(delayMs / 1000)} s, could come after the id memory forgot that round (intake.duplicateWindowS ${config.intake.duplicateWindowS} s)`;
+    if (this.#room.room === 0) return `no room is kept for rollouts to wait (${this.#room.setting})`;
     if (this.#waitingOnRound.size + this.#lastErrors.size >= this.#room.room) {
-      for (const s of this.#waitingOnRound) if (s <= this.ctx.ackFloor) this.#waitingOnRound.delete(s);
+      for (const s of this.#waitingOnRound) if (s <= this.ctx.ackFloor) this.#stopWaitingOnRound(s);
     }
     const waiting = this.#waitingOnRound.size + this.#lastErrors.size;
     if (waiting >= this.#room.room) return `the ${waiting} rollouts waiting fill the room for them (${this.#room.setting})`;
     return null;
+  }
+
+  #stopWaitingOnRound(seq: number): void {
+    if (this.#waitingOnRound.delete(seq)) this.ctx.metrics.copiesWaiting.set(this.#waitingOnRound.size);
   }
 
   /** Nor consumed under another sequence within intake.duplicateWindowS (the KV memory, across restarts): recorded by

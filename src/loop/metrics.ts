@@ -22,6 +22,7 @@ export class Metrics {
   readonly bufferedRollouts = new Gauge({ name: "rlloop_buffered_rollouts", help: "rollouts in the open round", registers: this.#reg });
   readonly pendingAcks = new Gauge({ name: "rlloop_pending_acks", help: "messages held unacked (open and training rounds)", registers: this.#reg });
   readonly rolloutsWaiting = new Gauge({ name: "rlloop_rollouts_waiting", help: "rollouts whose last judgement failed for a transient reason (NATS, the host, the configuration): nak'd, judged again later", registers: this.#reg });
+  readonly copiesWaiting = new Gauge({ name: "rlloop_copies_waiting", help: "rollouts whose id another copy holds in the open or training round: nak'd, judged again after that round (a duplicate if it trained that copy)", registers: this.#reg });
   readonly roundEventsUnpublished = new Gauge({ name: "rlloop_round_events_unpublished", help: "round lifecycle events JetStream has not confirmed yet: published again in order until it does (a NATS outage)", registers: this.#reg });
   readonly consumerAckPending = new Gauge({ name: "rlloop_consumer_ack_pending", help: "messages the rollouts consumer has handed out unacked, by the server's count (the rounds', those being judged, those waiting to be judged again)", registers: this.#reg });
   readonly consumerMaxAckPending = new Gauge({ name: "rlloop_consumer_max_ack_pending", help: "the consumer's max_ack_pending: at it, the server hands out no new rollout", registers: this.#reg });
