@@ -38,13 +38,20 @@ describe("loop - rollouts far from their round's log-prob gaps", () => {
 
   });
 
-  it("singles no one out where half or more are far, nor the few that agree with the trainer where most do not", async () => {
-    expect(ids(await check([1, 1, 1, 1], [9, 9, 0, 0]))).toBe("none");
+  it("singles no one out where half are far and the other half disagrees with the trainer too, nor the few that agree with the trainer where most do not", async () => {
+    expect(ids(await check([1, 1, 1, 1], [9, 9, 3, 3]))).toBe("none");
+    expect(ids(await check([1, 1], [12, 50]))).toBe("none");
     // most of the round is shifted by 9: the median is 9, the one at 0 agrees with the trainer
     expect(ids(await check([1, 1, 1, 1, 1], [9, 9.1, 8.9, 9, 0]))).toBe("none");
     // shifted as a whole, one farther still is singled out
     expect(ids(await check([1, 1, 1, 1, 1], [9, 9.1, 8.9, 9, 30]))).toEqual(["r4"]);
-    expect(ids(await check([1, 1], [0, 30]))).toBe("none"); // one of two is half
+  });
+
+  it("singles out the far half of a round whose other half agrees with the trainer: one of two rollouts wrong", async () => {
+    expect(ids(await check([1, 1], [0.05, 50]))).toEqual(["r1"]);
+    expect(ids(await check([1, 1], [50, 0.05]))).toEqual(["r0"]);
+    expect(ids(await check([1, 1, 1, 1], [9, 9, 0, 0.5]))).toEqual(["r0", "r1"]);
+    expect(ids(await check([1, 1, 1, 1], [9, 9, 0, 1.5]))).toBe("none"); // 1.5 is beyond the limit: the trainer's word is not met
   });
 
   it("checks nothing when off, or when the trainer's gaps are missing, of another length, not finite, or not a record", async () => {

@@ -30,7 +30,7 @@ export const RejectReason = {
   unjudgeable: "judging it failed with an error that is not a transient I/O or NATS failure",
   undeliverable: "its judgement kept failing (NATS, the host, the configuration) after more than intake.maxDeliveries deliveries while the rollouts waiting held the stream, or until it would have left the stream (stream.maxAgeS)",
   poison: "training failed on this rollout's rows while the rest of its round trained",
-  logp_mismatch: "the trainer's log-prob of its codes differs from its vllm_logp by more than gate.maxRolloutLogpGapAbs (mean over its steps of |Σ old - vllm_logp|) while most of its round's rollouts agree",
+  logp_mismatch: "the trainer's log-prob of its codes differs from its vllm_logp by more than gate.maxRolloutLogpGapAbs (mean over its steps of |Σ old - vllm_logp|) while at least half of its round's rollouts agree",
 } as const;
 export type RejectReason = keyof typeof RejectReason;
 

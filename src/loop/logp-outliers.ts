@@ -5,7 +5,10 @@
 // own gap (the mean over its steps of |Σ old − vllm_logp|) is compared with the median of its round's: one above it
 // by more than the limit, while fewer than half of its round are, is what is wrong, and only it is taken out. A round
 // whose gaps are all shifted (another adapter served, another precision) singles no rollout out: the sampler and the
-// trainer disagree as a whole, and the round's gate decides, as before. The trainer's log-probs are those of the
+// trainer disagree as a whole, and the round's gate decides, as before. Half of a round can be above the median (an
+// even count: one of two); those are singled out only where the other half agrees with the trainer (gaps within the
+// limit): the trainer is the reference, and half the round meeting it exactly is no coincidence — a round of two
+// rollouts, one wrong, would else fail its gate for that one. The trainer's log-probs are those of the
 // adapter the round trains from: the rollouts of an older one (admitted off-policy, or a regressed adapter's in a
 // round trained again from a rollback's target) carry the policy's change since in their gap too, shared by the
 // others served alike; the limit is meant far above it. They are judged with the rest: many of a steady round's
@@ -37,7 +40,8 @@ export async function logpOutliers(manifest: Manifest, outDir: string, limit: nu
   if (own.length === 0) return { kind: "none" };
   const center = median(own.map((o) => o.gap));
   const far = own.filter((o) => o.gap - center > limit);
-  if (far.length === 0 || far.length * 2 >= own.length) return { kind: "none" };
+  if (far.length === 0) return { kind: "none" };
+  if (far.length * 2 >= own.length && !own.every((o) => far.includes(o) || o.gap <= limit)) return { kind: "none" };
   return {
     kind: "outliers",
     culprits: far.map(({ event, gap }) => ({

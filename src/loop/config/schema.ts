@@ -141,7 +141,7 @@ const Gate = z.strictObject({
   maxKl: doc(threshold().default(null), "… when `kl` (to the reference adapter) exceeds this"),
   maxClipFrac: doc(threshold().default(null), "… when `clip_frac` exceeds this"),
   maxMismatchKl: doc(threshold().default(null), "… when `mismatch.k3` (sampler/trainer mismatch KL; needs `trainer.mismatchStats`) exceeds this"),
-  maxRolloutLogpGapAbs: doc(threshold().default(10), "when a round fails `gate.maxLogpGapAbs` or `gate.maxMismatchKl`: a rollout whose gap (the mean over its steps of |Σ old − vllm_logp|, nats; the trainer's `logp_gaps.json`) is above its round's median by more than this, while fewer than half of its round's rollouts are, is rejected (`logp_mismatch`) and the round trained again without it — one rollout's wrong `vllm_logp` must not fail its round's gate. A round whose gaps are shifted as a whole singles no rollout out: its gate judges it; null = off"),
+  maxRolloutLogpGapAbs: doc(threshold().default(10), "when a round fails `gate.maxLogpGapAbs` or `gate.maxMismatchKl`: a rollout whose gap (the mean over its steps of |Σ old − vllm_logp|, nats; the trainer's `logp_gaps.json`) is above its round's median by more than this, while fewer than half of its round's rollouts are (or half are, and the other half's gaps are within this), is rejected (`logp_mismatch`) and the round trained again without it — one rollout's wrong `vllm_logp` must not fail its round's gate. A round whose gaps are shifted as a whole singles no rollout out: its gate judges it; null = off"),
 });
 
 // issue 23: the live-outcome guard (src/loop/guard.ts; docs/daemon.md "The live-outcome guard")
