@@ -155,4 +155,41 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     expect(misaccounted(acc, rollouts.map((r) => r.id))).toEqual([]);
     expect((await eventsOn<AdapterPublished>(e.jsm, subjects(POLICY).adapterPublished)).map((x) => x.round)).toEqual([1]);
   });
+
+  it("a daemon frozen past the TTL that wakes with the lease free again (its successor committed, then stopped) takes it back but writes nothing of its round", async () => {
+    const e = (env = await startLoopEnv());
+    const a = host(e, "host-a", { trainer: { command: [process.execPath, FAKE_TRAINER], retryMinS: 0.2, retryMaxS: 1, env: { FAKE_TRAINER_SLEEP_MS: "1500" } } });
+    const b = host(e, "host-b", { lease: { standby: true } });
+    const active = spawnDaemon(a.config);
+    daemons.push(active);
+    await active.waitForLog("active started", (l) => l.msg === "daemon started");
+    const standby = spawnDaemon(b.config);
+    daemons.push(standby);
+    await standby.waitForLog("standby waiting", (l) => l.msg === "standby: waiting for the lease of the active daemon");
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("woken", i, { steps: 2 })));
+    await publishRollouts(e.js, rollouts);
+    await active.waitForLog("round 1 training", (l) => l.msg === "round assembled" && l.round === 1);
+    active.child.kill("SIGSTOP");
+    await standby.waitForLog("the standby's round 1 committed", (l) => l.msg === "round committed" && l.round === 1);
+    const committedAt = Date.parse(String(standby.lines.find((l) => l.msg === "round committed" && l.round === 1)?.time));
+    // the successor stops: its lease released, free for the frozen daemon to take again
+    standby.child.kill("SIGTERM");
+    expect(await standby.exited).toBe(0);
+    const stateBefore = await (await StateStore.open(e.nc, POLICY, 1)).read();
+    const wokenAt = Date.now();
+    active.child.kill("SIGCONT");
+    expect(await active.exited).not.toBe(0);
+    expect(active.lines.some((l) => l.msg === "round committed")).toBe(false);
+    // its round's ids are the successor's entries, from before its commit, and the record and its objects are as the
+    // successor left them
+    const ids = await new Kvm(e.nc).open(IDS_BUCKET);
+    for (const r of rollouts) {
+      const entry = await ids.get(`${POLICY}.${createHash("sha256").update(r.id).digest("hex")}`);
+      expect(entry?.created.getTime(), r.id).toBeLessThanOrEqual(committedAt);
+    }
+    const state = await (await StateStore.open(e.nc, POLICY, 1)).read();
+    expect(state?.revision).toBe(stateBefore?.revision);
+    for (const o of await (await new Objm(e.nc).open(ADAPTER_BUCKET)).list()) expect(Date.parse(o.mtime), o.name).toBeLessThan(wokenAt);
+    expect(active.lines.some((l) => JSON.stringify(l.err ?? "").includes("another daemon committed meanwhile"))).toBe(true);
+  });
 });

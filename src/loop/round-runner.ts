@@ -181,23 +181,23 @@ export class RoundRunner {
     await this.#recordRejections(trained.manifest);
     clock.lap("adapter");
     setPhase(ctx, "committing");
-    // the lease checked first: a daemon that froze past the TTL must not leave its round's ids beside its successor's
+    // still the active daemon first: one that froze past the TTL must not leave its round's ids beside its successor's
     // rounds (they would say these rollouts committed in a round of that number; admission.ts checks that round too)
     await retrying(async () => {
-      await this.deps.lease?.assertHeld();
+      await this.#assertStillActive();
       await ctx.consumedIds.record(manifest.round, trained.manifest.events);
-    }, { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isLeaseError });
+    }, { what: `ids of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isSuperseded });
     clock.lap("ids");
     const prev = ctx.state.record;
     const committed = committedManifest(trained.manifest, verdict);
     // what the next round continues from goes to the object store before the commit (continuation.ts); only while
-    // the lease is held: a daemon that froze past the TTL must not overwrite the objects its successor committed
+    // still the active daemon: one that froze past the TTL must not overwrite the objects its successor committed
     const next = await retrying(async () => {
-      await this.deps.lease?.assertHeld();
+      await this.#assertStillActive();
       const record = await storeContinuation(this.deps.adapters, ctx.nats.jsm, await this.#nextState(trained.manifest, verdict, adapter, outcomes), prev);
       await storeManifest(this.deps.adapters, committed);
       return record;
-    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isLeaseError });
+    }, { what: `objects of round ${manifest.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isSuperseded });
     clock.lap("objects");
     // without the lease, nothing is committed (lease.ts); the compare-and-set refuses a second writer anyway
     const revision = await retrying(async () => {
@@ -301,8 +301,10 @@ export class RoundRunner {
     // NATS or the disk failing meanwhile is retried; only what cannot be done as asked ends the request
     const target = await retrying(() => targetFolder(this.deps.adapters, prev, to, ctx.config.workDir, ctx.log),
       { what: `rollback target round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isRollbackRefused });
-    const next = await retrying(async () => storeContinuation(this.deps.adapters, ctx.nats.jsm, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }, await this.#streamSeq()), prev),
-      { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isRollbackRefused });
+    const next = await retrying(async () => {
+      await this.#assertStillActive();
+      return storeContinuation(this.deps.adapters, ctx.nats.jsm, rolledBack(prev, target, { trigger: "manual", regressed: null, reason, evidence: null }, await this.#streamSeq()), prev);
+    }, { what: `objects of the rollback to round ${to}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => isRollbackRefused(err) || isSuperseded(err) });
     const revision = await retrying(async () => {
       await this.deps.lease?.assertHeld();
       return this.deps.states.commit(next, ctx.state.revision);
@@ -630,11 +632,24 @@ export class RoundRunner {
   /** Rejections of the rollouts taken out are recorded before the commit (idempotent by message id), terminated after it. */
   async #recordRejections(manifest: Manifest): Promise<void> {
     const { ctx } = this;
+    if (manifest.poisoned.length === 0) return;
+    // a successor may have trained these rollouts in its own mix meanwhile: a rejection recorded now would be a second end
+    await retrying(() => this.#assertStillActive(), { what: `the lease before round ${manifest.round}'s rejections`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: isSuperseded });
     for (const p of manifest.poisoned) {
       await retrying(() => ctx.events.rejected({ seq: p.seq, id: p.id, reason: p.reason, message: p.error, round: manifest.round }), {
         what: `${p.reason} rejection`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal,
       });
     }
+  }
+
+  /**
+   * Before a write a successor reads (rejections, ids, objects): the lease held, and the state record still the one
+   * this round continues. A lease that expired and was free is taken back (lease.ts), though another daemon may have
+   * held it and committed meanwhile: the commit's compare-and-set would refuse this round, but only after those writes.
+   */
+  async #assertStillActive(): Promise<void> {
+    await this.deps.lease?.assertHeld();
+    await this.deps.states.assertAt(this.ctx.state.revision);
   }
 
   /** The rollout stream's last sequence: the rollouts up to it reached the stream before what is being committed is
@@ -766,4 +781,9 @@ function committedManifest(manifest: Manifest, verdict: Verdict): Manifest {
 
 function lastRoundStats(round: number, outcome: RoundOutcome, stats: PpoStats): LoopContext["tally"]["last"] {
   return { round, outcome, pg_loss: stats.pg_loss, kl: stats.kl, clip_frac: stats.clip_frac, logp_gap: stats.logp_gap, logp_gap_abs: stats.logp_gap_abs };
+}
+
+/** Another daemon holds the lease or committed past this one: nothing of this round may be written. */
+function isSuperseded(err: unknown): boolean {
+  return isLeaseError(err) || isStateConflict(err);
 }

@@ -38,6 +38,13 @@ export class StateStore {
     return { record: parseStateRecord(entry.json()), revision: entry.revision };
   }
 
+  /** Throws a StateConflictError where the record is no longer at `revision` (0: none): another daemon committed. */
+  async assertAt(revision: number): Promise<void> {
+    const current = await this.read();
+    if ((current?.revision ?? 0) === revision) return;
+    throw new StateConflictError(`state of policy ${this.policy} moved: expected revision ${revision}, found ${current?.revision ?? "none"} (round ${current?.record.round ?? "none"}); another daemon committed meanwhile`);
+  }
+
   /** CAS from `revision` (0 = the key must not exist). Returns the new revision. */
   async commit(next: StateRecord, revision: number): Promise<number> {
     const data = JSON.stringify(StateRecord.parse(next));
