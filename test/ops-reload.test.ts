@@ -251,4 +251,18 @@ describe("reload - two vLLM replicas, one failing", () => {
     await reloader.stop();
     await replica.close();
   });
+
+  test("a replica whose load of the newest adapter failed past its retries is given it by the periodic check, not left on the one before", async () => {
+    const replica = await startFakeVllm();
+    const reloader = await startReloader(nc, { ...options([replica.url]), checkIntervalMs: 50 }, log);
+    expect(await eventOf(replica, "bt-r12")).toMatchObject({ type: "replica.loaded" }); // the last announcement, replayed
+    replica.failNextLoads(4); // the first attempt and its 3 retries
+    await publishAdapter(13, { r: 16, alpha: 32, fill: 0.4 });
+    const found = await eventsFor("bt-r13", 2).then((all) => all.filter((e) => e.replica === replica.url));
+    expect(found.map((e) => e.type)).toEqual(["replica.load_failed", "replica.loaded"]);
+    expect(found[0]?.type === "replica.load_failed" && found[0].reason).toContain("503");
+    expect(replica.loaded().map((l) => l.name)).toEqual(["bt-r12", "bt-r13"]);
+    await reloader.stop();
+    await replica.close();
+  });
 });

@@ -87,7 +87,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   let lastRollback = 0;
   /** the rounds announced to be served, in order (what replicas keep loaded) */
   const served: number[] = [];
-  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), loaded: 0, done: 0, serving: null, checking: false }));
+  const lanes: Lane[] = clients.map(() => ({ tail: Promise.resolve(), loaded: 0, done: 0, serving: null, wanted: null, checking: false, retryAt: 0, failedChecks: 0 }));
   const fetches = new Map<number, { round: number; fetched: Promise<Fetched> }>(); // by announcement order, until every lane is past it
   const inFlight = new Set<Promise<void>>();
   const loop = (async () => {
@@ -146,7 +146,7 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
 
   async function syncOnLane(client: VllmClient, lane: Lane, a: Announcement, fetched: Promise<Fetched>, alog: Logger): Promise<SyncResult> {
     const f = await fetched;
-    const r = await loadOnReplica(client, a, f);
+    const r = await loadOnReplica(client, lane, a, f);
     if (r.ok) {
       lane.loaded = a.order;
       if ("path" in f) lane.serving = { a, path: f.path };
@@ -164,12 +164,15 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   }
 
   /** Loads the fetched adapter on one replica, unless it failed to fetch or a newer fetched round supersedes it. */
-  async function loadOnReplica(client: VllmClient, a: Announcement, f: Fetched): Promise<SyncResult> {
+  async function loadOnReplica(client: VllmClient, lane: Lane, a: Announcement, f: Fetched): Promise<SyncResult> {
     if ("reason" in f) return { ok: false, replica: client.replica, name: a.name, reason: f.reason };
     const newer = await supersededBy(a.order);
     if (newer !== null) {
       return { ok: false, replica: client.replica, name: a.name, reason: `superseded by round ${newer} before this replica got to it` };
     }
+    lane.wanted = { a, path: f.path };
+    lane.failedChecks = 0;
+    lane.retryAt = 0;
     return syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path: f.path }, opts.keep, opts.retry, aborter.signal, served);
   }
 
@@ -190,20 +193,32 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   }
 
   /**
-   * A vLLM that restarts forgets the adapters loaded at runtime, and nothing announces that: each replica is asked
-   * now and then (on its lane, between announcements) whether it still lists the newest adapter it loaded, and
-   * given it again when not. The older versions it kept are not restored: the newest is what samplers ask for.
+   * Each replica is asked now and then (on its lane, between announcements) whether it lists the newest adapter it
+   * was to load, and given it when not. A vLLM that restarts forgets the adapters loaded at runtime, and nothing
+   * announces that; a load that failed for good (the replica down past the retries, a shared file system not yet
+   * showing the files, an out-of-memory) would else leave the replica on the adapter before until the next
+   * announcement — and samplers asking for the newest one get nothing, so no round closes to announce another. The
+   * older versions it kept are not restored: the newest is what samplers ask for.
    */
   async function checkReplica(client: VllmClient, lane: Lane): Promise<void> {
-    if (lane.serving === null || aborter.signal.aborted) return;
-    const { a, path } = lane.serving;
+    if (lane.wanted === null || aborter.signal.aborted || Date.now() < lane.retryAt) return;
+    const { a, path } = lane.wanted;
     const listed = await client.models().catch(() => null); // unreachable: the next check asks again
     if (listed === null || listed.some((m) => m.id === a.name)) return;
     const alog = log.child({ round: a.round, adapter: a.name });
-    alog.warn({ replica: client.replica }, "replica no longer lists the adapter (restarted?): loading it again");
+    const forgot = lane.serving?.a === a;
+    alog.warn({ replica: client.replica }, forgot ? "replica no longer lists the adapter (restarted?): loading it again" : "replica does not list the adapter its last load failed on: trying again");
     const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal, served);
-    if (r.ok) alog.info({ replica: r.replica }, "adapter loaded again");
-    else alog.error({ replica: r.replica, reason: r.reason }, "adapter could not be loaded again");
+    if (r.ok) {
+      lane.serving = lane.wanted;
+      lane.failedChecks = 0;
+      alog.info({ replica: r.replica }, forgot ? "adapter loaded again" : "adapter loaded");
+    } else {
+      // an adapter the replica refuses for good would else be tried, and reported, at every check
+      const waitMs = Math.min((opts.checkIntervalMs ?? 0) * 2 ** ++lane.failedChecks, MAX_CHECK_BACKOFF_MS);
+      lane.retryAt = Date.now() + waitMs;
+      alog.error({ replica: r.replica, reason: r.reason, retryInMs: waitMs }, "adapter could not be loaded; tried again later");
+    }
     await publishEvent(js, toEvent(a, r), log);
   }
 
@@ -233,12 +248,20 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
 }
 
 /** A replica's queue of announcements: the tail of its work, the newest round loaded, and handled. */
+/** The longest wait between checks that try an adapter a replica failed to load. */
+const MAX_CHECK_BACKOFF_MS = 10 * 60_000;
+
 interface Lane {
   tail: Promise<void>;
   loaded: number;
   done: number;
   /** the newest announcement this replica loaded, and the local copy it read */
   serving: { a: Announcement; path: string } | null;
+  /** the newest announcement this replica was to load (fetched, not superseded when its lane got to it), loaded or not */
+  wanted: { a: Announcement; path: string } | null;
+  /** checks that failed to load `wanted` in a row, and when the next may try (a backoff) */
+  failedChecks: number;
+  retryAt: number;
   /** a check of this replica is queued on its lane */
   checking: boolean;
 }
