@@ -42,6 +42,7 @@ import { RoundRunner } from "./round-runner.js";
 import { RoundScheduler } from "./round-scheduler.js";
 import { roundSummaries } from "./round-summaries.js";
 import { checkConfiguredFiles, checkPayloadLimits, checkStateAdapters, initialState, probeAtStart } from "./startup-checks.js";
+import { Retention } from "./retention.js";
 import { StateStore, type StateRecord, type VersionedState } from "./state.js";
 import { statsEvent } from "./stats.js";
 import { verdictOf } from "./guard.js";
@@ -81,6 +82,7 @@ export class Daemon {
   #lease: Lease | null = null;
   #ctx: LoopContext | null = null;
   #scheduler: RoundScheduler | null = null;
+  #retention: Retention | null = null;
   #observability: Observability | null = null;
   #trainerReady = false;
   #triggerTimer: NodeJS.Timeout | null = null;
@@ -206,8 +208,10 @@ export class Daemon {
     const intake = new Intake(nats.js, nats.jsm, {
       policy: ctx.policy, consumer: config.consumer, round: config.round, startSeq: () => ctx.ackFloor + 1,
     }, logger("intake", { policy: ctx.policy }));
+    const retention = new Retention({ workDir: config.workDir, policy: ctx.policy, rounds: config.retention.rounds, adapters, log: this.log });
+    this.#retention = retention;
     const runner = new RoundRunner({
-      ctx, trainer: this.#trainer, probe, states, adapters, lease,
+      ctx, trainer: this.#trainer, probe, states, adapters, lease, retention,
       ackFloor: () => intake.ackFloor(),
       rollouts: (round, events) => admittedRoundRollouts(nats.jsm, roundDir(config.workDir, ctx.policy, round), round, events),
     });
@@ -252,6 +256,7 @@ export class Daemon {
     await intake.stop();
     await pump.drained();
     await scheduler.settled();
+    await this.#retention?.settled();
     scheduler.refuseWaiting("the daemon stopped before the rollback's turn: ask the next daemon");
     await ctx.events.close(); // while the lease is held: a successor's events must not interleave with these
     // the open round was never committed: hand its messages back for immediate redelivery

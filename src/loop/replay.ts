@@ -2,7 +2,7 @@
 // manifest names from the stream by sequence, rebuild train.jsonl (same validation, same advantage config — the
 // manifest's), check its sha256 against the manifest, materialise the frames into DIR/frames, and with --train
 // re-run the round from the manifest's parent adapter into DIR/adapter. The live state is never touched.
-import { copyFile, mkdir } from "node:fs/promises";
+import { access, copyFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { trainJsonl, TRAIN_FILE, type RoundRollout } from "./assemble.js";
 import type { Config } from "./config/index.js";
@@ -93,6 +93,9 @@ type RolloutStep = RoundRollout["rollout"]["steps"][number];
 
 async function retrain(opts: ReplayOptions, manifest: Manifest, out: string): Promise<PpoStats> {
   if (!manifest.parent.path || !manifest.reference.path) throw new ReplayMismatchError(`round ${manifest.round}: manifest has no parent/reference adapter path`);
+  await access(manifest.parent.path).catch(() => {
+    throw new ReplayMismatchError(`round ${manifest.round}: its parent adapter ${manifest.parent.path} is not on this disk (an adapter is kept for the last retention.rounds rounds, and while the state record names it)`);
+  });
   const trainer = opts.trainer ?? new CliRoundTrainer(opts.config.trainer);
   const job = roundJob(opts.config.trainer, {
     dir: out, data: join(out, TRAIN_FILE), adapter: manifest.parent.path, ref: manifest.reference.path, out: join(out, "adapter"), seed: manifest.seed,

@@ -53,6 +53,8 @@ export interface RunnerDeps {
   lease?: { assertHeld(): Promise<void> };
   /** the rollouts of events not held in memory, read back from the stream (a round resumed after a restart) */
   rollouts: (round: number, events: Manifest["events"]) => Promise<RoundRollout[]>;
+  /** prunes old rounds after each commit (retention.ts); absent in tests that run a runner alone */
+  retention?: { afterCommit(record: StateRecord): void };
 }
 
 interface Trained {
@@ -211,6 +213,7 @@ export class RoundRunner {
     await pausePoint("committed", manifest.round, ctx.log);
     await this.#afterCommit(committed, verdict, revision, dir, clock);
     await dropOptimizer(this.deps.adapters, prev, next, ctx.log);
+    this.deps.retention?.afterCommit(next);
     this.#known.clear();
     // in the order they happened: the rollback, then the round's own adapter (trained from its target)
     if (verdict.rollback) await this.announce(next);
@@ -313,6 +316,7 @@ export class RoundRunner {
     ctx.guard = verdictOf(next, ctx.config.guard);
     ctx.log.warn({ from: prev.adapter.round, to, reason }, "rolled back by hand");
     await dropOptimizer(this.deps.adapters, prev, next, ctx.log);
+    this.deps.retention?.afterCommit(next);
     return this.announce(next);
   }
 

@@ -169,6 +169,10 @@ const Ui = z.strictObject({
   token: doc(z.string().min(8).nullable().default(null), "require this token (open the page as <path>?token=…); null = none, which is refused unless metricsHost is loopback (redacted in logs)"),
 });
 
+const Retention = z.strictObject({
+  rounds: doc(positiveInt().nullable().default(32), "committed rounds kept whole after the last one (frames/, train.jsonl, rollouts.jsonl, the adapter with its optimizer state: what `rlloop replay --train` of a round needs, its parent adapter among them); an older round keeps its manifest.json, and its adapter only while the state record names it (the one served, the lineage a rollback can go back to) — its other files go from this disk, and its adapter from `rlloop-adapters` (its manifest object stays). A 9B adapter with its optimizer state is ~0.5 GB a round. null = keep everything (the disk and the object store grow for ever)"),
+});
+
 const Lease = z.strictObject({
   ttlS: doc(seconds().min(3, { error: "must be at least 3 s (it is renewed every third of it)" }).default(15), "the active daemon's lease of the policy (KV `rlloop`, key `<policy>.lease`) expires this long after its last renewal (every third of it); a standby takes over that long after the active one stopped renewing"),
   standby: doc(z.boolean().default(false), "start as a standby (`rlloop daemon --standby`): check everything, start the trainer, then wait for the lease and take over from the state kept in NATS. false: a lease held by a daemon elsewhere ends the start"),
@@ -201,6 +205,7 @@ export const SECTIONS = {
   gate: { schema: Gate, title: "health gate before publishing (null = off)" },
   guard: { schema: Guard, title: "the live-outcome guard: roll back an adapter that does worse on the robots" },
   intake: { schema: Intake, title: "duplicates and redeliveries" },
+  retention: { schema: Retention, title: "what old rounds keep, on this disk and in the object store" },
   lease: { schema: Lease, title: "one active daemon per policy, standbys wait" },
   observe: { schema: Observe, title: "stats, metrics and health" },
   log: { schema: Log, title: "logging" },
@@ -208,7 +213,7 @@ export const SECTIONS = {
 
 export const ConfigSchema = z.strictObject({
   $schema: doc(z.string().optional(), "the JSON Schema of this file (schema/config.schema.json), for editors; ignored"),
-  workDir: doc(z.string().default("runs"), "where the daemon keeps its files: `rounds/<policy>/<round:06d>/` (train.jsonl, frames/, manifest.json, adapter/), `rounds/<policy>/incoming/` (frames of rollouts not yet in a round), `nats/` (store of its own nats-server), `probe/`, `replay/`, `daemon.lock`"),
+  workDir: doc(z.string().default("runs"), "where the daemon keeps its files: `rounds/<policy>/<round:06d>/` (train.jsonl, frames/, manifest.json, adapter/; older rounds pruned: `retention`), `rounds/<policy>/incoming/` (frames of rollouts not yet in a round), `nats/` (store of its own nats-server), `probe/`, `replay/`, `daemon.lock`"),
   policy: Policy.prefault({}),
   nats: Nats.prefault({}),
   stream: Stream.prefault({}),
@@ -224,6 +229,7 @@ export const ConfigSchema = z.strictObject({
   guard: Guard.prefault({}).refine((g) => !g.enabled || g.rewardRange !== null, { error: "must be set when guard.enabled is true (the guard's error rate holds only for rewards in a stated range)", path: ["rewardRange"] })
     .refine((g) => g.rewardRange === null || g.rewardRange.max > g.rewardRange.min, { error: "must have max > min", path: ["rewardRange"] }),
   intake: Intake.prefault({}),
+  retention: Retention.prefault({}),
   lease: Lease.prefault({}),
   observe: Observe.prefault({}),
   log: Log.prefault({}),

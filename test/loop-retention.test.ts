@@ -1,0 +1,105 @@
+// Retention (src/loop/retention.ts): a daemon that runs for weeks keeps the last `retention.rounds` committed rounds
+// whole; an older one keeps its manifest, and its adapter only while the state record names it — on this disk and in
+// the object store (its manifest object stays). Against a real nats-server and the test-double trainer: rounds go on
+// committing, a restart picks up where the pruning stopped, and replay of a pruned round still rebuilds its
+// train.jsonl, with --train refused naming the parent adapter that is gone.
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { Objm } from "@nats-io/obj";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADAPTER_BUCKET, adapterObjectPrefix } from "../src/contract/index.js";
+import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
+import { Daemon } from "../src/loop/daemon.js";
+import { ReplayMismatchError } from "../src/loop/errors.js";
+import { readManifest } from "../src/loop/manifest.js";
+import { policyDir, roundDir } from "../src/loop/paths.js";
+import { replayRound } from "../src/loop/replay.js";
+import { StateStore } from "../src/loop/state.js";
+import { POLICY, accounting, makeRollout, publishRollouts, settled, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+
+const KEEP = 2;
+// guard.baselines 1: the record names the last 3 adapters (its lineage), so some old rounds keep theirs and others not
+const overrides: ConfigInput = { retention: { rounds: KEEP }, guard: { baselines: 1 }, round: { rows: 2, maxWaitS: null, minRows: 1 }, offPolicy: { maxStaleness: 100 }, log: { level: "error" } };
+
+describe("loop - retention of old rounds", () => {
+  let env: LoopEnv;
+  let daemon: Daemon;
+
+  beforeAll(async () => {
+    env = await startLoopEnv();
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+    await env?.close();
+  });
+
+  /** Commits `rounds` more rounds of one two-step rollout each. */
+  async function commitRounds(tag: string, rounds: number) {
+    const ids: string[] = [];
+    for (let i = 0; i < rounds; i++) {
+      const rollout = await makeRollout(tag, i, { steps: 2 });
+      await publishRollouts(env.js, [rollout]);
+      ids.push(rollout.id);
+      await waitFor(`${rollout.id} committed`, async () => ((await accounting(env)).rounds.has(rollout.id) ? true : null));
+    }
+    return ids;
+  }
+
+  const folder = (round: number) => readdirSync(roundDir(env.workDir, POLICY, round)).sort();
+
+  /** What each round keeps once pruning has reached the record's round − KEEP. */
+  async function expectPruned() {
+    const record = (await (await StateStore.open(env.nc, POLICY, 1)).read())!.record;
+    const named = new Set([record.adapter.round, ...record.lineage.map((e) => e.round)]);
+    const store = await new Objm(env.nc).open(ADAPTER_BUCKET);
+    const stored = async (round: number, name: string) => {
+      const info = await store.info(`${adapterObjectPrefix(POLICY, round)}/${name}`);
+      return info !== null && !info.deleted;
+    };
+    await waitFor("old rounds pruned", async () => {
+      for (let round = 1; round <= record.round - KEEP; round++) {
+        if (folder(round).join() !== (named.has(round) ? "adapter,manifest.json" : "manifest.json")) return null;
+      }
+      return true;
+    });
+    for (let round = 1; round <= record.round; round++) {
+      const whole = round > record.round - KEEP;
+      if (whole) expect(folder(round), `round ${round}`).toEqual(expect.arrayContaining(["adapter", "frames", "manifest.json", "rollouts.jsonl", "train.jsonl"]));
+      expect(await stored(round, "manifest.json"), `round ${round}'s manifest object`).toBe(true);
+      expect(await stored(round, "adapter_model.safetensors"), `round ${round}'s adapter object`).toBe(whole || named.has(round));
+      if (named.has(round)) expect(existsSync(join(roundDir(env.workDir, POLICY, round), "adapter", "adapter_model.safetensors"))).toBe(true);
+    }
+    return record;
+  }
+
+  it("keeps the last retention.rounds rounds whole; older ones keep their manifest, and their adapter while the record names it", async () => {
+    daemon = new Daemon({ config: parseConfig(env.config(overrides)) });
+    await daemon.start();
+    const ids = await commitRounds("kept", 5);
+    const record = await expectPruned();
+    expect(record.round).toBe(5);
+    expect(record.lineage.map((e) => e.round)).toEqual([3, 4, 5]); // round 3: pruned but for its adapter
+    // the rounds it keeps only as manifests still say what they trained (recovery, admission, the rounds answer)
+    expect((await readManifest(roundDir(env.workDir, POLICY, 1)))?.events.map((e) => e.id)).toEqual([ids[0]]);
+    expect((await daemon.rounds(10)).map((r) => r.round)).toEqual([5, 4, 3, 2, 1]);
+  });
+
+  it("a restart goes on from where pruning stopped; a pruned round replays its train.jsonl, and --train names the parent adapter that is gone", async () => {
+    await daemon.stop();
+    daemon = new Daemon({ config: parseConfig(env.config(overrides)) });
+    await daemon.start();
+    const ids = await commitRounds("after", 3);
+    const record = await expectPruned();
+    expect(record.round).toBe(8);
+    // round 3's adapter, named no more, went after the restart too
+    expect(folder(3)).toEqual(["manifest.json"]);
+    expect(readdirSync(policyDir(env.workDir, POLICY))).toContain("retention.json");
+    await settled(env, ids);
+
+    const config = parseConfig(env.config(overrides));
+    const replayed = await replayRound({ config, round: 2, out: join(env.dir, "replay-2") });
+    expect(replayed.sha256).toBe((await readManifest(roundDir(env.workDir, POLICY, 2)))?.train_sha256);
+    await expect(replayRound({ config, round: 2, out: join(env.dir, "replay-2-train"), train: true })).rejects.toThrow(ReplayMismatchError);
+    await expect(replayRound({ config, round: 2, out: join(env.dir, "replay-2-train"), train: true })).rejects.toThrow(/parent adapter .* is not on this disk \(an adapter is kept for the last retention.rounds rounds/);
+  });
+});
