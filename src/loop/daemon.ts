@@ -208,7 +208,7 @@ export class Daemon {
     const intake = new Intake(nats.js, nats.jsm, {
       policy: ctx.policy, consumer: config.consumer, round: config.round, startSeq: () => ctx.ackFloor + 1,
     }, logger("intake", { policy: ctx.policy }));
-    const retention = new Retention({ workDir: config.workDir, policy: ctx.policy, rounds: config.retention.rounds, adapters, log: this.log });
+    const retention = new Retention({ workDir: config.workDir, policy: ctx.policy, rounds: config.retention.rounds, adapters, log: this.log, stop: ctx.stopSignal });
     this.#retention = retention;
     const runner = new RoundRunner({
       ctx, trainer: this.#trainer, probe, states, adapters, lease, retention,

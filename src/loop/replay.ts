@@ -94,7 +94,7 @@ type RolloutStep = RoundRollout["rollout"]["steps"][number];
 async function retrain(opts: ReplayOptions, manifest: Manifest, out: string): Promise<PpoStats> {
   if (!manifest.parent.path || !manifest.reference.path) throw new ReplayMismatchError(`round ${manifest.round}: manifest has no parent/reference adapter path`);
   await access(manifest.parent.path).catch(() => {
-    throw new ReplayMismatchError(`round ${manifest.round}: its parent adapter ${manifest.parent.path} is not on this disk (an adapter is kept for the last retention.rounds rounds, and while the state record names it)`);
+    throw new ReplayMismatchError(`round ${manifest.round}: its parent adapter ${manifest.parent.path} is not there (on the daemon's disk an adapter is kept for the last retention.rounds rounds, and while the state record names it)`);
   });
   const trainer = opts.trainer ?? new CliRoundTrainer(opts.config.trainer);
   const job = roundJob(opts.config.trainer, {

@@ -4,8 +4,8 @@
 // recovery, the rounds answer and admission read: which sequences it trained) and — while the state record names its
 // adapter (the one served, the lineage a rollback can go back to) — its adapter folder. The rest goes: frames/,
 // train.jsonl, rollouts.jsonl, attempts' leftovers, and an adapter no record names, here and in rlloop-adapters (where
-// its manifest object stays). Housekeeping runs beside the rounds after each commit; a failure is logged and the
-// next commit tries again: nothing it does can fail a round.
+// its manifest object stays). Housekeeping runs beside the rounds after each commit and stops with the daemon; a
+// failure is logged and the next commit tries again: nothing it does can fail a round.
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ObjectStore } from "@nats-io/obj";
@@ -14,14 +14,18 @@ import { adapterObjectPrefix } from "../contract/index.js";
 import { writeFileAtomic } from "../files.js";
 import { CONTINUATION_FILES } from "./continuation.js";
 import { readManifest } from "./manifest.js";
-import { policyDir, roundDir, ROUND_DIR_NAME } from "./paths.js";
+import { policyDir, roundDir } from "./paths.js";
 import type { StateRecord } from "./state.js";
 
-/** What a pruned round's folder keeps (and its adapter/ while the record names it). */
+/** What a pruned round's folder keeps: its manifest, and while the record names its adapter, the adapter (and a
+ *  download of it in progress: continuation.ts fetches into `adapter.fetch-<pid>`). */
 const KEPT_FILE = "manifest.json";
-const ADAPTER_DIR = "adapter";
-/** Beside the round folders: the last round pruned, so that a restart does not visit every old round again. */
+const ADAPTER_ENTRY = /^adapter(\.fetch-\d+)?$/;
+/** Beside the round folders: the last round pruned, so that a restart does not look at every old round again. */
 const CURSOR_FILE = "retention.json";
+/** Rounds pruned between two writes of the cursor (a sweep of thousands of rounds, after an upgrade, is stopped
+ *  with the daemon and goes on from there). */
+const CURSOR_EVERY = 32;
 
 export interface RetentionOptions {
   workDir: string;
@@ -30,6 +34,8 @@ export interface RetentionOptions {
   rounds: number | null;
   adapters: ObjectStore;
   log: Logger;
+  /** aborted when the daemon stops: a sweep ends between two rounds */
+  stop: AbortSignal;
 }
 
 export class Retention {
@@ -49,13 +55,13 @@ export class Retention {
     this.#running ??= this.#drain().finally(() => (this.#running = null));
   }
 
-  /** Resolves when no sweep runs (a stop waits for it: nothing is left half-deleted that matters, but logs end). */
+  /** Resolves when no sweep runs (a stop aborts one between two rounds, then waits for it). */
   async settled(): Promise<void> {
     await this.#running;
   }
 
   async #drain(): Promise<void> {
-    for (let record = this.#next; record !== null; record = this.#next) {
+    for (let record = this.#next; record !== null && !this.opts.stop.aborted; record = this.#next) {
       this.#next = null;
       try {
         await this.#sweep(record);
@@ -67,52 +73,36 @@ export class Retention {
 
   async #sweep(record: StateRecord): Promise<void> {
     const upTo = record.round - (this.opts.rounds as number);
-    const named = namedRounds(record);
-    this.#prunedUpTo ??= await this.#readCursor();
-    const after = this.#prunedUpTo;
-    const due = (await this.#committedFolders(after, upTo)).concat([...this.#keptAdapters].filter((r) => !named.has(r)));
-    for (const round of new Set(due)) await this.#prune(round, named.has(round));
-    if (upTo > after) {
-      // adapters kept for the record are the rounds at or below the cursor a later sweep must look at again
-      const kept = Math.min(upTo, ...[...this.#keptAdapters].map((r) => r - 1));
-      await writeFileAtomic(this.#cursorFile(), `${JSON.stringify({ pruned_up_to: kept })}\n`);
-      this.#prunedUpTo = upTo;
+    const named = new Set([record.adapter.round, ...record.lineage.map((e) => e.round)]);
+    this.#prunedUpTo ??= await this.#readCursor(record.round);
+    // adapters kept for a record that no longer names them, then every round that dropped out of the window
+    const due = [...this.#keptAdapters].filter((r) => !named.has(r));
+    for (let round = this.#prunedUpTo + 1; round <= upTo; round++) due.push(round);
+    let since = 0;
+    for (const round of due) {
+      if (this.opts.stop.aborted) break;
+      await this.#prune(round, named.has(round));
+      if (round > this.#prunedUpTo) this.#prunedUpTo = round;
+      if (++since === CURSOR_EVERY) {
+        await this.#writeCursor();
+        since = 0;
+      }
     }
-    if (due.length > 0) this.opts.log.debug({ upTo, pruned: due.length, adaptersKept: [...this.#keptAdapters] }, "retention: old rounds pruned");
-  }
-
-  async #readCursor(): Promise<number> {
-    try {
-      const value = (JSON.parse(await readFile(this.#cursorFile(), "utf8")) as { pruned_up_to?: unknown }).pruned_up_to;
-      return typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : 0;
-    } catch {
-      return 0; // none yet, or unreadable: every round is looked at once (pruned ones cost a directory read)
-    }
-  }
-
-  #cursorFile(): string {
-    return join(policyDir(this.opts.workDir, this.opts.policy), CURSOR_FILE);
-  }
-
-  /** Round folders in (after, upTo], by name; only committed ones are touched (recovery owns the others). */
-  async #committedFolders(after: number, upTo: number): Promise<number[]> {
-    if (upTo <= after) return [];
-    const names = await readdir(policyDir(this.opts.workDir, this.opts.policy)).catch(() => [] as string[]);
-    return names.filter((n) => ROUND_DIR_NAME.test(n)).map(Number).filter((r) => r > after && r <= upTo).sort((a, b) => a - b);
+    if (since > 0) await this.#writeCursor();
+    if (due.length > 0) this.opts.log.debug({ upTo, looked: due.length, adaptersKept: [...this.#keptAdapters] }, "retention: old rounds pruned");
   }
 
   async #prune(round: number, keepAdapter: boolean): Promise<void> {
     const dir = roundDir(this.opts.workDir, this.opts.policy, round);
-    if ((await readManifest(dir).catch(() => null))?.status !== "committed") return;
-    if (keepAdapter) this.#keptAdapters.add(round);
-    else {
-      // the stored objects first: a folder without its adapter says both are gone
-      await this.#deleteStoredAdapter(round);
-      this.#keptAdapters.delete(round);
-    }
+    // a folder with a manifest not committed is recovery's; one without any holds only a downloaded adapter at most
+    const manifest = await readManifest(dir).catch(() => null);
+    if (manifest !== null && manifest.status !== "committed") return;
+    if (!keepAdapter) await this.#deleteStoredAdapter(round);
     const entries = await readdir(dir).catch(() => [] as string[]);
-    const gone = entries.filter((name) => name !== KEPT_FILE && !(keepAdapter && name === ADAPTER_DIR));
+    const gone = entries.filter((name) => name !== KEPT_FILE && !(keepAdapter && ADAPTER_ENTRY.test(name)));
     await Promise.all(gone.map((name) => rm(join(dir, name), { recursive: true, force: true })));
+    if (keepAdapter) this.#keptAdapters.add(round);
+    else this.#keptAdapters.delete(round);
   }
 
   /** The round's adapter files in rlloop-adapters (its manifest object stays); absent ones are nothing to do. */
@@ -123,9 +113,31 @@ export class Retention {
       if (info !== null && !info.deleted) await this.opts.adapters.delete(`${prefix}/${name}`);
     }
   }
-}
 
-/** Rounds whose adapter the record names: the one served and continued, and the lineage a rollback can go back to. */
-function namedRounds(record: StateRecord): Set<number> {
-  return new Set([record.adapter.round, ...record.lineage.map((e) => e.round)]);
+  /** The cursor as the last sweep left it; 0 where there is none, it is unreadable, or it is not below the record's
+   *  round (a work dir kept while the state was reset: its rounds are pruned again from the start). */
+  async #readCursor(committed: number): Promise<number> {
+    let value: unknown;
+    try {
+      value = (JSON.parse(await readFile(this.#cursorFile(), "utf8")) as { pruned_up_to?: unknown }).pruned_up_to;
+    } catch {
+      return 0; // none yet, or unreadable: every round is looked at once
+    }
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) return 0;
+    if (value >= committed) {
+      this.opts.log.warn({ cursor: value, round: committed }, `retention: ${CURSOR_FILE} is ahead of the committed round: every round is looked at again`);
+      return 0;
+    }
+    return value;
+  }
+
+  /** Rounds kept for their adapter are at or below the cursor: a restart must look at them again. */
+  async #writeCursor(): Promise<void> {
+    const upTo = Math.min(this.#prunedUpTo ?? 0, ...[...this.#keptAdapters].map((r) => r - 1));
+    await writeFileAtomic(this.#cursorFile(), `${JSON.stringify({ pruned_up_to: upTo })}\n`);
+  }
+
+  #cursorFile(): string {
+    return join(policyDir(this.opts.workDir, this.opts.policy), CURSOR_FILE);
+  }
 }

@@ -170,7 +170,7 @@ const Ui = z.strictObject({
 });
 
 const Retention = z.strictObject({
-  rounds: doc(positiveInt().nullable().default(32), "committed rounds kept whole after the last one (frames/, train.jsonl, rollouts.jsonl, the adapter with its optimizer state: what `rlloop replay --train` of a round needs, its parent adapter among them); an older round keeps its manifest.json, and its adapter only while the state record names it (the one served, the lineage a rollback can go back to) — its other files go from this disk, and its adapter from `rlloop-adapters` (its manifest object stays). A 9B adapter with its optimizer state is ~0.5 GB a round. null = keep everything (the disk and the object store grow for ever)"),
+  rounds: doc(positiveInt().nullable().default(32), "committed rounds kept whole after the last one (frames/, train.jsonl, rollouts.jsonl, the adapter with its optimizer state); an older round keeps its manifest.json, and its adapter only while the state record names it (the one served, the lineage a rollback can go back to) — its other files go from this disk, and its adapter from `rlloop-adapters` (its manifest object stays). A 9B adapter with its optimizer state is ~0.5 GB a round. `rlloop replay --train` of a round needs its parent adapter on this disk. null = keep everything (the disk and the object store grow for ever)"),
 });
 
 const Lease = z.strictObject({

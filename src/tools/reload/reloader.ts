@@ -203,14 +203,18 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   async function checkReplica(client: VllmClient, lane: Lane): Promise<void> {
     if (lane.wanted === null || aborter.signal.aborted || Date.now() < lane.retryAt) return;
     const { a, path } = lane.wanted;
+    // a newer announcement is on its way to this lane: that one is what to load
+    if ([...fetches.keys()].some((order) => order > a.order)) return;
     const listed = await client.models().catch(() => null); // unreachable: the next check asks again
     if (listed === null || listed.some((m) => m.id === a.name)) return;
     const alog = log.child({ round: a.round, adapter: a.name });
     const forgot = lane.serving?.a === a;
     alog.warn({ replica: client.replica }, forgot ? "replica no longer lists the adapter (restarted?): loading it again" : "replica does not list the adapter its last load failed on: trying again");
-    const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, opts.retry, aborter.signal, served);
+    // one attempt: the next check is the retry, and an announcement queued meanwhile does not wait behind retries
+    const r = await syncReplica(client, { policy: a.policy, round: a.round, name: a.name, path }, opts.keep, { ...opts.retry, retries: 0 }, aborter.signal, served);
     if (r.ok) {
       lane.serving = lane.wanted;
+      lane.loaded = Math.max(lane.loaded, a.order);
       lane.failedChecks = 0;
       alog.info({ replica: r.replica }, forgot ? "adapter loaded again" : "adapter loaded");
     } else {
