@@ -110,29 +110,36 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
     expect(await standby.exited).toBe(0);
   });
 
-  it("an active daemon that lost its lease (frozen past the TTL) stops without committing; a second daemon without --standby is refused", async () => {
+  /**
+   * An active daemon on host-a whose round 1 (8 rows) trains for 1.5 s, and a standby on host-b; the active one is
+   * frozen (SIGSTOP) in the middle of round 1, past the lease's TTL. `beforeStandby` runs once the active one started.
+   */
+  async function frozenDuringRound1(tag: string, beforeStandby: (e: LoopEnv) => Promise<void> = async () => {}) {
     const e = (env = await startLoopEnv());
     const a = host(e, "host-a", { trainer: { command: [process.execPath, FAKE_TRAINER], retryMinS: 0.2, retryMaxS: 1, env: { FAKE_TRAINER_SLEEP_MS: "1500" } } });
     const b = host(e, "host-b", { lease: { standby: true } });
-    const c = host(e, "host-c");
     const active = spawnDaemon(a.config);
     daemons.push(active);
     await active.waitForLog("active started", (l) => l.msg === "daemon started");
-
-    // no --standby: refused at once, naming the holder
-    const refused = await execa(process.execPath, cliArgs("daemon", "--config", c.config), { cwd: REPO, reject: false, timeout: 60_000 });
-    expect(refused.exitCode).not.toBe(0);
-    expect(refused.stderr).toContain(`policy ${POLICY} is active on`);
-    expect(refused.stderr).toContain("--standby");
-
+    await beforeStandby(e);
     const standby = spawnDaemon(b.config);
     daemons.push(standby);
     await standby.waitForLog("standby waiting", (l) => l.msg === "standby: waiting for the lease of the active daemon");
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("frozen", i, { steps: 2 })));
+    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout(tag, i, { steps: 2 })));
     await publishRollouts(e.js, rollouts);
-    // round 1 (8 rows) trains for 1.5 s: freeze the active daemon in the middle of it, past the lease's TTL
     await active.waitForLog("round 1 training", (l) => l.msg === "round assembled" && l.round === 1);
     active.child.kill("SIGSTOP");
+    return { e, b, active, standby, rollouts };
+  }
+
+  it("an active daemon that lost its lease (frozen past the TTL) stops without committing; a second daemon without --standby is refused", async () => {
+    const { e, b, active, standby, rollouts } = await frozenDuringRound1("frozen", async (e) => {
+      // no --standby: refused at once, naming the holder
+      const refused = await execa(process.execPath, cliArgs("daemon", "--config", host(e, "host-c").config), { cwd: REPO, reject: false, timeout: 60_000 });
+      expect(refused.exitCode).not.toBe(0);
+      expect(refused.stderr).toContain(`policy ${POLICY} is active on`);
+      expect(refused.stderr).toContain("--standby");
+    });
     await standby.waitForLog("lease taken over", (l) => l.msg === "lease taken over: this daemon is now the active one");
     await standby.waitForLog("the standby's round 1 committed", (l) => l.msg === "round committed" && l.round === 1);
     active.child.kill("SIGCONT");
@@ -157,19 +164,7 @@ describe("loop - a standby daemon takes over from the state kept in NATS", () =>
   });
 
   it("a daemon frozen past the TTL that wakes with the lease free again (its successor committed, then stopped) takes it back but writes nothing of its round", async () => {
-    const e = (env = await startLoopEnv());
-    const a = host(e, "host-a", { trainer: { command: [process.execPath, FAKE_TRAINER], retryMinS: 0.2, retryMaxS: 1, env: { FAKE_TRAINER_SLEEP_MS: "1500" } } });
-    const b = host(e, "host-b", { lease: { standby: true } });
-    const active = spawnDaemon(a.config);
-    daemons.push(active);
-    await active.waitForLog("active started", (l) => l.msg === "daemon started");
-    const standby = spawnDaemon(b.config);
-    daemons.push(standby);
-    await standby.waitForLog("standby waiting", (l) => l.msg === "standby: waiting for the lease of the active daemon");
-    const rollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => makeRollout("woken", i, { steps: 2 })));
-    await publishRollouts(e.js, rollouts);
-    await active.waitForLog("round 1 training", (l) => l.msg === "round assembled" && l.round === 1);
-    active.child.kill("SIGSTOP");
+    const { e, active, standby, rollouts } = await frozenDuringRound1("woken");
     await standby.waitForLog("the standby's round 1 committed", (l) => l.msg === "round committed" && l.round === 1);
     const committedAt = Date.parse(String(standby.lines.find((l) => l.msg === "round committed" && l.round === 1)?.time));
     // the successor stops: its lease released, free for the frozen daemon to take again
