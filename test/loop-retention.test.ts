@@ -21,7 +21,7 @@ const KEEP = 2;
 // guard.baselines 1: the record names the last 3 adapters (its lineage), so some old rounds keep theirs and others not
 const overrides: ConfigInput = { retention: { rounds: KEEP }, guard: { baselines: 1 }, round: { rows: 2, maxWaitS: null, minRows: 1 }, offPolicy: { maxStaleness: 100 }, log: { level: "error" } };
 
-describe("loop - retention of old rounds", () => {
+describe("loop - what old rounds keep, on the disk and in the object store", () => {
   let env: LoopEnv;
   let daemon: Daemon;
 
@@ -109,5 +109,26 @@ describe("loop - retention of old rounds", () => {
     expect(replayed.sha256).toBe((await readManifest(roundDir(env.workDir, POLICY, 2)))?.train_sha256);
     await expect(replayRound({ config, round: 2, out: join(env.dir, "replay-2-train"), train: true })).rejects.toThrow(ReplayMismatchError);
     await expect(replayRound({ config, round: 2, out: join(env.dir, "replay-2-train"), train: true })).rejects.toThrow(/parent adapter .* is not there \(on the daemon's disk an adapter is kept for the last retention.rounds rounds/);
+  });
+
+  it("objects the record names that are gone from the store (a bucket purged) are put again at the next commit", async () => {
+    await daemon.stop();
+    // every round's adapter refused by the gate (the fake trainer's kl is 0.001): the record keeps naming round 8's
+    daemon = new Daemon({ config: parseConfig(env.config({ ...overrides, gate: { maxKl: 0.0001 } })) });
+    await daemon.start();
+    const states = await StateStore.open(env.nc, POLICY, 1);
+    const before = (await states.read())!.record;
+    const store = await new Objm(env.nc).open(ADAPTER_BUCKET);
+    const named = [before.adapter.objects!, before.reference.objects!].flatMap((f) => f.files.map((file) => ({ name: `${f.prefix}/${file.name}`, sha256: file.sha256 })));
+    for (const { name } of named) await store.delete(name);
+    await commitRounds("refused", 1);
+    const after = (await states.read())!.record;
+    expect(after.round).toBe(9);
+    expect(after.adapter.round).toBe(before.adapter.round);
+    for (const { name, sha256 } of named) {
+      const info = await store.info(name);
+      expect(info !== null && !info.deleted, name).toBe(true);
+      expect([...after.adapter.objects!.files, ...after.reference.objects!.files].find((f) => name.endsWith(`/${f.name}`) && f.sha256 === sha256), name).toBeDefined();
+    }
   });
 });

@@ -105,17 +105,36 @@ export async function fetchFolder(store: ObjectStore, stored: StoredFolder, dir:
   }
 }
 
-/** Objects for the next state record: the adapter's continuation (uploaded when the record does not name it yet, or
- *  it is a new adapter) and the reference's (once). */
+/** Objects for the next state record: the adapter's continuation (put when it is a new adapter) and the
+ *  reference's. Those the record names already are kept while they are all in the store (looked at, not read) and
+ *  put again where any is gone: a bucket lost or purged would else leave every standby unable to start while this
+ *  daemon says nothing (adapterFolders). */
 export async function storeContinuation(store: ObjectStore, jsm: JetStreamManager, next: StateRecord, prev: StateRecord): Promise<StateRecord> {
   const moved = next.adapter.round !== prev.adapter.round || next.adapter.sha256 !== prev.adapter.sha256;
-  const adapterObjects = !moved && prev.adapter.objects ? prev.adapter.objects
-    : await storeFolder(store, jsm, next.adapter.path, adapterObjectPrefix(next.policy, next.adapter.round));
+  const adapterObjects = moved || !prev.adapter.objects
+    ? await storeFolder(store, jsm, next.adapter.path, adapterObjectPrefix(next.policy, next.adapter.round))
+    : await restored(store, jsm, prev.adapter.objects, next.adapter.path, CONTINUATION_FILES);
   const referenceObjects = prev.reference.objects
-    ?? await storeFolder(store, jsm, next.reference.path, referenceObjectPrefix(next.policy), REFERENCE_FILES);
+    ? await restored(store, jsm, prev.reference.objects, next.reference.path, REFERENCE_FILES)
+    : await storeFolder(store, jsm, next.reference.path, referenceObjectPrefix(next.policy), REFERENCE_FILES);
   // the lineage entry of the adapter names the same objects: a rollback to it continues them (rollback.ts)
   const lineage = next.lineage.map((e) => (e.round === next.adapter.round ? { ...e, objects: adapterObjects } : e));
   return { ...next, adapter: { ...next.adapter, objects: adapterObjects }, reference: { ...next.reference, objects: referenceObjects }, lineage };
+}
+
+/** Objects a record names already: kept as they are while all of them are in the store, put again from `dir` where
+ *  any is gone. */
+async function restored(store: ObjectStore, jsm: JetStreamManager, named: StoredFolder, dir: string, names: readonly string[]): Promise<StoredFolder> {
+  return (await storedWhole(store, jsm, named)) ? named : storeFolder(store, jsm, dir, named.prefix, names, named);
+}
+
+/** Whether every object of `folder` is in the store, data included (a few requests; nothing is read). */
+async function storedWhole(store: ObjectStore, jsm: JetStreamManager, folder: StoredFolder): Promise<boolean> {
+  for (const file of folder.files) {
+    const info = await store.info(`${folder.prefix}/${file.name}`);
+    if (info === null || info.deleted || info.size !== file.size || !(await chunksPresent(jsm, info))) return false;
+  }
+  return true;
 }
 
 /** The committed manifest, beside the round's adapter objects (written before the commit, as it will read after it). */
