@@ -42,6 +42,20 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
     await ensureStreams(env.jsm, parseConfig({}).stream, log);
   });
 
+  it("streams: a count or byte limit someone set (it would drop rollouts not yet handled) is taken back, with one line naming it", async () => {
+    const { log, messages } = capture();
+    await env.jsm.streams.update(ROLLOUT_STREAM, { max_bytes: 1_000_000, max_msgs_per_subject: 5 });
+    await env.jsm.streams.update(EVENT_STREAM, { max_msgs: 100 });
+    await ensureStreams(env.jsm, parseConfig({}).stream, log);
+    const [rollouts, events] = await Promise.all([ROLLOUT_STREAM, EVENT_STREAM].map((name) => env.jsm.streams.info(name)));
+    expect([rollouts!.config.max_bytes, rollouts!.config.max_msgs_per_subject, events!.config.max_msgs]).toEqual([-1, -1, -1]);
+    expect(messages()).toContain(`stream ${ROLLOUT_STREAM} updated to the config: max_bytes 1000000 → -1, max_msgs_per_subject 5 → -1`);
+    expect(messages()).toContain(`stream ${EVENT_STREAM} updated to the config: max_msgs 100 → -1`);
+    // as the daemon made them: nothing to change
+    await ensureStreams(env.jsm, parseConfig({}).stream, log);
+    expect(messages()).toHaveLength(2);
+  });
+
   it("KV buckets and the object store: TTL, history and TTL support come back to the config", async () => {
     const { log, messages } = capture();
     await openIdsBucket(env.nc, 3600, { replicas: 1, log });
@@ -62,17 +76,18 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
     expect((await env.jsm.streams.info(`OBJ_${ADAPTER_BUCKET}`)).config.num_replicas).toBe(1);
   });
 
-  it("the consumer: ack wait, max ack pending and filter subjects come back to the config", async () => {
+  it("the consumer: ack wait, max ack pending, max deliver and filter subjects come back to the config", async () => {
     const { log, messages } = capture();
     const config = parseConfig(env.config({ consumer: { ackWaitS: 2, fetchBatch: 32 } }));
     const intake = (ackWaitS: number) => new Intake(env.js, env.jsm, { policy: POLICY, consumer: { ...config.consumer, ackWaitS }, round: config.round, startSeq: () => 1 }, log);
     await intake(2).ensureConsumer();
-    await env.jsm.consumers.update(ROLLOUT_STREAM, consumerName(POLICY), { filter_subjects: [subjects("other").rollouts] });
+    await env.jsm.consumers.update(ROLLOUT_STREAM, consumerName(POLICY), { filter_subjects: [subjects("other").rollouts], max_deliver: 5 });
     await intake(5).ensureConsumer();
     const info = await env.jsm.consumers.info(ROLLOUT_STREAM, consumerName(POLICY));
     expect(info.config.ack_wait).toBe(nanos(5000));
     expect(info.config.filter_subject ?? info.config.filter_subjects?.[0]).toBe(subjects(POLICY).rollouts);
-    expect(messages()).toContain(`consumer ${consumerName(POLICY)} updated to the config: ack_wait, filter_subjects`);
+    expect(info.config.max_deliver).toBe(-1); // a good rollout is never left undelivered for how often it was delivered
+    expect(messages()).toContain(`consumer ${consumerName(POLICY)} updated to the config: ack_wait, max_deliver, filter_subjects`);
     await env.jsm.consumers.delete(ROLLOUT_STREAM, consumerName(POLICY));
   });
 

@@ -1,7 +1,7 @@
 // Round triggers and what a closing round takes.
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../src/loop/config/index.js";
-import { RoundBuffer, type BufferEntry } from "../src/loop/rounds.js";
+import { MAX_CARRIES, RoundBuffer, type BufferEntry } from "../src/loop/rounds.js";
 
 const rules = (round: Record<string, unknown>) => parseConfig({ round }).round;
 const entry = (seq: number, rows: number, group?: string): BufferEntry => ({ seq, id: `r${seq}`, group, rows });
@@ -13,7 +13,7 @@ describe("rounds - triggers", () => {
     expect(buffer.trigger(0, rules({ rows: 5, maxWaitS: null }))).toBeNull();
     buffer.add(entry(1, 2), 0);
     expect(buffer.trigger(0, rules({ rows: 5, maxWaitS: null }))).toBe("rows");
-    expect(buffer.take("rows", rules({ rows: 5 })).map((e) => e.seq)).toEqual([1, 2]);
+    expect(buffer.take("rows", rules({ rows: 5 }), 0).map((e) => e.seq)).toEqual([1, 2]);
     expect(buffer.rows).toBe(0);
     expect(buffer.openedAt).toBeNull();
   });
@@ -45,7 +45,7 @@ describe("rounds - triggers", () => {
     buffer.add(entry(5, 1, "c"), 0);
     buffer.add(entry(6, 1, "c"), 0);
     expect(buffer.trigger(0, r)).toBe("groups");
-    expect(buffer.take("groups", r).map((e) => e.seq)).toEqual([1, 3, 4, 5, 6]);
+    expect(buffer.take("groups", r, 0).map((e) => e.seq)).toEqual([1, 3, 4, 5, 6]);
     expect([...buffer.entries()].map((e) => e.seq)).toEqual([2]);
   });
 
@@ -55,10 +55,36 @@ describe("rounds - triggers", () => {
     buffer.add(entry(1, 1, "a"), 0);
     buffer.add(entry(2, 1, "b"), 5_000);
     buffer.add(entry(3, 1, "a"), 9_000);
-    expect(buffer.take(buffer.trigger(9_000, r)!, r).map((e) => e.seq)).toEqual([1, 3]);
+    expect(buffer.take(buffer.trigger(9_000, r)!, r, 9_000).map((e) => e.seq)).toEqual([1, 3]);
     expect(buffer.openedAt).toBe(5_000);
     expect(buffer.trigger(14_999, r)).toBeNull();
     expect(buffer.trigger(15_000, r)).toBe("max_wait");
+  });
+
+  it("an incomplete group left behind by MAX_CARRIES closes, or waiting round.maxWaitS since its first member, trains as it is", () => {
+    const buffer = new RoundBuffer();
+    const r = rules({ rows: 2, groupSize: 2, maxWaitS: null });
+    buffer.add(entry(1, 1, "lost"), 0); // its second member never comes (rejected, or its worker died)
+    let seq = 2;
+    const closes: number[][] = [];
+    for (let close = 0; close <= MAX_CARRIES; close++) {
+      buffer.add(entry(seq++, 1, `g${close}`), 0);
+      buffer.add(entry(seq++, 1, `g${close}`), 0);
+      closes.push(buffer.take(buffer.trigger(0, r)!, r, 0).map((e) => e.seq));
+    }
+    expect(closes.slice(0, MAX_CARRIES).every((taken) => !taken.includes(1))).toBe(true);
+    expect(closes[MAX_CARRIES]).toContain(1);
+    expect(buffer.size).toBe(0);
+
+    const timed = new RoundBuffer();
+    const t = rules({ rows: 2, groupSize: 2, maxWaitS: 10, minRows: 1 });
+    timed.add(entry(1, 1, "lost"), 0);
+    timed.add(entry(2, 1, "a"), 5_000);
+    timed.add(entry(3, 1, "a"), 5_000);
+    expect(timed.take(timed.trigger(5_000, t)!, t, 5_000).map((e) => e.seq)).toEqual([2, 3]);
+    timed.add(entry(4, 1, "b"), 10_000);
+    timed.add(entry(5, 1, "b"), 10_000);
+    expect(timed.take(timed.trigger(10_000, t)!, t, 10_000).map((e) => e.seq)).toEqual([1, 4, 5]);
   });
 
   it("ignores a second add of the same sequence (a redelivery)", () => {

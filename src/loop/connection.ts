@@ -107,6 +107,7 @@ export function streamConfigs(stream: Config["stream"]): Array<Partial<StreamCon
       max_age: nanos(stream.maxAgeS * 1000),
       duplicate_window: nanos(stream.duplicateWindowS * 1000),
       num_replicas: stream.replicas,
+      ...NO_EVICTION,
     },
     {
       name: EVENT_STREAM,
@@ -114,9 +115,19 @@ export function streamConfigs(stream: Config["stream"]): Array<Partial<StreamCon
       max_age: nanos(stream.eventsMaxAgeS * 1000),
       duplicate_window: nanos(stream.eventsDuplicateWindowS * 1000),
       num_replicas: stream.replicas,
+      ...NO_EVICTION,
     },
   ];
 }
+
+/**
+ * The streams lose messages by age only (stream.maxAgeS, eventsMaxAgeS), which admission watches: a rollout about to
+ * leave is rejected with a record. A count or byte limit (`nats stream edit --max-bytes`, the natural answer to a full
+ * disk) would drop the oldest rollouts, handled or not — one waiting on a fault without a record, and with a
+ * per-subject limit all but the last of a policy's — and the last announcement the samplers start from: such limits
+ * an operator set are taken back at start, with the line naming them (docs/operations.md sizes the streams by age).
+ */
+const NO_EVICTION = { max_msgs: -1, max_bytes: -1, max_msgs_per_subject: -1 } as const;
 
 /**
  * A missing stream is created, one whose subjects, age limit, duplicate window or replicas differ from the config

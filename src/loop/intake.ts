@@ -96,11 +96,13 @@ export class Intake {
     const changes: Record<string, { from: unknown; to: unknown }> = {};
     if (current.ack_wait !== wanted.ack_wait) changes.ack_wait = { from: current.ack_wait, to: wanted.ack_wait };
     if (current.max_ack_pending !== wanted.max_ack_pending) changes.max_ack_pending = { from: current.max_ack_pending, to: wanted.max_ack_pending };
+    // a delivery limit an operator set would leave a good rollout delivered that often unacked for ever, with no record
+    if ((current.max_deliver ?? -1) !== wanted.max_deliver) changes.max_deliver = { from: current.max_deliver, to: wanted.max_deliver };
     if (filters.join(" ") !== (wanted.filter_subjects ?? []).join(" ")) changes.filter_subjects = { from: filters, to: wanted.filter_subjects };
     if (Object.keys(changes).length === 0) return;
     try {
       await this.jsm.consumers.update(ROLLOUT_STREAM, this.name, {
-        ack_wait: wanted.ack_wait, max_ack_pending: wanted.max_ack_pending, filter_subjects: wanted.filter_subjects,
+        ack_wait: wanted.ack_wait, max_ack_pending: wanted.max_ack_pending, filter_subjects: wanted.filter_subjects, max_deliver: wanted.max_deliver,
       });
     } catch (cause) {
       if (!(cause instanceof JetStreamApiError)) throw cause;

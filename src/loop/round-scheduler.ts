@@ -93,7 +93,7 @@ export class RoundScheduler {
     if (rollback) return this.#start(null, () => this.#rollBack(rollback));
     const trigger = ctx.buffer.trigger(Date.now(), ctx.config.round);
     if (!trigger) return;
-    const entries = ctx.buffer.take(trigger, ctx.config.round);
+    const entries = ctx.buffer.take(trigger, ctx.config.round, Date.now());
     const round = this.#nextRound++;
     for (const e of entries) ctx.reserved.set(e.seq, e.id);
     this.#start(round, () => runner.runClosed(round, entries, trigger));

@@ -17,10 +17,15 @@ export interface BufferEntry {
 
 export type RoundRules = Config["round"];
 
+/** Closes that may leave an incomplete group behind; at the next it trains as it is (#groupsToTake). */
+export const MAX_CARRIES = 3;
+
 export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   readonly #entries = new Map<number, E>();
   /** stream sequence → ms timestamp of its arrival, in arrival order (a Map keeps insertion order) */
   readonly #arrivedAt = new Map<number, number>();
+  /** stream sequence → how many closes left it behind (an incomplete group's) */
+  readonly #carried = new Map<number, number>();
   #rows = 0;
 
   get rows(): number { return this.#rows; }
@@ -55,23 +60,38 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
     return null;
   }
 
-  /** Remove and return the entries of the closing round, sorted by stream sequence. */
-  take(trigger: RoundTrigger, rules: RoundRules): E[] {
+  /** Remove and return the entries of the closing round, sorted by stream sequence; `now` in ms. */
+  take(trigger: RoundTrigger, rules: RoundRules, now: number): E[] {
     const all = [...this.#entries.values()];
     let chosen = all;
     if (trigger !== "max_wait" && rules.groupSize !== null) {
-      const complete = this.completeGroups(rules.groupSize);
-      const picked = all.filter((e) => e.group === undefined || complete.has(e.group));
+      const taken = this.#groupsToTake(rules.groupSize, rules.maxWaitS, now);
+      const picked = all.filter((e) => e.group === undefined || taken.has(e.group));
       if (picked.length > 0) chosen = picked;
     }
     // what a groups/rows close leaves behind has waited since its own arrival, not since the closed round's first
     for (const e of chosen) this.#remove(e);
+    for (const seq of this.#entries.keys()) this.#carried.set(seq, (this.#carried.get(seq) ?? 0) + 1);
     return chosen.sort((a, b) => a.seq - b.seq);
+  }
+
+  /**
+   * The groups a rows or groups close takes: the complete ones, and an incomplete one that has waited round.maxWaitS
+   * since its first member arrived or was left behind MAX_CARRIES times — then it trains as it is. A group whose
+   * missing member was rejected or lost never completes, and under steady load a rows close always comes before
+   * round.maxWaitS would: carried for ever, such groups would fill the round and then hold the stream.
+   */
+  #groupsToTake(groupSize: number, maxWaitS: number | null, now: number): Set<string> {
+    const members = new Map<string, E[]>();
+    for (const e of this.#entries.values()) if (e.group !== undefined) members.set(e.group, [...(members.get(e.group) ?? []), e]);
+    const overdue = (e: E) => (this.#carried.get(e.seq) ?? 0) >= MAX_CARRIES || (maxWaitS !== null && now - (this.#arrivedAt.get(e.seq) ?? now) >= maxWaitS * 1000);
+    return new Set([...members].filter(([, es]) => es.length >= groupSize || es.some(overdue)).map(([group]) => group));
   }
 
   #remove(e: E) {
     this.#entries.delete(e.seq);
     this.#arrivedAt.delete(e.seq);
+    this.#carried.delete(e.seq);
     this.#rows -= e.rows;
   }
 

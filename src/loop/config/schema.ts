@@ -87,7 +87,7 @@ const Limits = z.strictObject({
 const Round = z.strictObject({
   rows: doc(positiveInt().default(256), "close when the open round has this many decision rows (steps)"),
   groups: doc(positiveInt().nullable().default(null), "close when it has this many complete groups (needs `round.groupSize`); null = off"),
-  groupSize: doc(positiveInt().nullable().default(null), "rollouts per group; when set, a round closed by rows or groups takes complete groups and ungrouped rollouts and carries incomplete groups to the next round"),
+  groupSize: doc(positiveInt().nullable().default(null), "rollouts per group; when set, a round closed by rows or groups takes complete groups and ungrouped rollouts and carries incomplete groups to the next round — each at most 3 closes, or until `round.maxWaitS` since its first member arrived, then it trains as it is"),
   maxWaitS: doc(seconds().nullable().default(600), "close when this long passed since the open round's oldest rollout arrived (incomplete groups a close left behind count from their arrival) and it has at least `round.minRows`; null = off"),
   minRows: doc(positiveInt().default(32), "rows a round needs to close by `round.maxWaitS` (capped at `round.rows`)"),
 });
