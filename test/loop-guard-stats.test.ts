@@ -109,6 +109,16 @@ describe("live outcomes - the fold", () => {
     expect(twice).toEqual(once);
   });
 
+  it("keeps the newest guard.maxGroups groups per adapter, and trims to a limit lowered since at once", () => {
+    const groups = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ adapter: 1, reward: 0.5, group: `scene-${from + i}` }));
+    const wide = foldOutcomes(emptyOutcomes(), groups(10), foldOpts(guardConfig({ maxGroups: 8 })));
+    expect(wide.adapters[0]!.groups).toHaveLength(8);
+    const trimmed = foldOutcomes(wide, groups(1, 10), foldOpts(guardConfig({ maxGroups: 3 })));
+    expect(trimmed.adapters[0]!.groups).toHaveLength(3);
+    const newest = foldOutcomes(emptyOutcomes(), groups(11), foldOpts(guardConfig({ maxGroups: 3 })));
+    expect(trimmed.adapters[0]!.groups.map((g) => g[0])).toEqual(newest.adapters[0]!.groups.map((g) => g[0]));
+  });
+
   it("a different reward range restarts the confidence sequences, not the tallies", () => {
     const u = rng(2);
     const first = foldOutcomes(emptyOutcomes(), served(0, 10, 0.5, 0.1, u), foldOpts());

@@ -41,6 +41,13 @@ export interface FoldOptions {
 
 /** Adapters whose outcomes the state record keeps (the newest by round). */
 export const KEPT_OUTCOMES = 32;
+/** Bytes of one group's sums in the state record's JSON, at most (a 12-hex key, a count, a sum, a bit set). */
+export const GROUP_SUMS_BYTES = 48;
+
+/** The most bytes the group sums can take in the state record: kept for the adapters pairing looks at. */
+export function groupSumsBytes(guard: { baselines: number; maxGroups: number }): number {
+  return (guard.baselines + 3) * guard.maxGroups * GROUP_SUMS_BYTES;
+}
 
 export function emptyOutcomes(): LiveOutcomes {
   return { range: null, adapters: [] };
@@ -61,7 +68,7 @@ export function foldOutcomes(outcomes: LiveOutcomes, rollouts: readonly ServedRo
   }
   const adapters = [...byRound.values()].sort((a, b) => a.round - b.round).slice(-KEPT_OUTCOMES);
   // groups are kept for the newest adapters only (those the guard can still compare): the record stays small
-  const pairing = new Set(adapters.slice(-(opts.baselines + 3)).map((a) => a.round));
+  const pairing = new Set(adapters.slice(-(opts.baselines + 3)).map((a) => a.round)); // groupSumsBytes counts these
   for (const a of adapters) if (!pairing.has(a.round)) a.groups = [];
   if (opts.range !== null && opts.pairByGroup) formPairs(adapters, opts);
   return { range: opts.range, adapters };
@@ -100,7 +107,8 @@ function addReward(entry: AdapterOutcome, r: ServedRollout, opts: FoldOptions): 
     found[2] += x;
   } else {
     entry.groups.push([key, 1, x, 0]);
-    if (entry.groups.length > opts.maxGroups) entry.groups.shift();
+    // the newest maxGroups: a limit lowered since trims the older ones at once
+    if (entry.groups.length > opts.maxGroups) entry.groups.splice(0, entry.groups.length - opts.maxGroups);
   }
 }
 

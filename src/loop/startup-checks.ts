@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { sha256File } from "../files.js";
 import { checkAdapterDir } from "../train/job-inputs.js";
 import type { Config } from "./config/index.js";
+import { groupSumsBytes } from "./live-outcomes.js";
 import type { Nats } from "./connection.js";
 import { diskRoom, trainingOutputBytes } from "./disk-room.js";
 import { ConfigError, HostFaultError, NoDiskRoomError } from "./errors.js";
@@ -66,6 +67,10 @@ export async function probeAtStart(probe: Probe, record: StateRecord, workDir: s
 }
 
 /** An inline frame must fit the server's max_payload; say so when frames.maxBytes allows more. */
+/** The state record apart from the guard's group sums, at most: the outcomes of 32 adapters with their confidence
+ *  sequences and pairs, the lineage with its objects, the recent adapters and unpublished rounds (tens of kB). */
+const STATE_RECORD_REST_BYTES = 128 * 1024;
+
 export function checkPayloadLimits(nats: Nats, config: Config, log: Logger): void {
   const maxPayload = nats.nc.info?.max_payload;
   if (maxPayload === undefined) return;
@@ -73,6 +78,12 @@ export function checkPayloadLimits(nats: Nats, config: Config, log: Logger): voi
   if (config.frames.maxBytes > inline) {
     log.warn({ maxPayload, framesMaxBytes: config.frames.maxBytes, inlineFrameBytes: inline },
       "frames.maxBytes is larger than an inline frame ({png_base64}) can be on this server: larger frames must come by {path} or {object}");
+  }
+  // the state record is one message: group sums it cannot hold would make every commit fail (config/load.ts keeps
+  // them within STATE_GROUP_SUMS_BUDGET of the default 1 MiB)
+  const sums = config.guard.rewardRange !== null && config.guard.pairByGroup ? groupSumsBytes(config.guard) : 0;
+  if (sums + STATE_RECORD_REST_BYTES > maxPayload) {
+    throw new ConfigError(`the server's max_payload (${maxPayload} bytes) cannot hold the state record: up to ${sums} bytes of the guard's group sums ('guard.maxGroups' ${config.guard.maxGroups}, 'guard.baselines' ${config.guard.baselines}) and ~${STATE_RECORD_REST_BYTES} bytes besides; lower them or raise max_payload`);
   }
   if (config.limits.maxPayloadBytes > maxPayload) {
     log.info({ maxPayload, limitsMaxPayloadBytes: config.limits.maxPayloadBytes }, "the server's max_payload is below limits.maxPayloadBytes: it is the limit in effect");

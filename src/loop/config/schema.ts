@@ -153,7 +153,7 @@ const Guard = z.strictObject({
   baselines: doc(positiveInt().max(8).default(3), "compare the adapter under test with its nearest this many ancestors (predecessor, grandparent, …) and roll back to the best; their adapters and optimizer states are kept in the object store (this + 2 adapters)"),
   minRollouts: doc(positiveInt().default(16), "rollouts an adapter needs before the guard tests it or compares against it"),
   pairByGroup: doc(z.boolean().default(true), "also compare per `group` (same scenario / start state) when rollouts of both adapters share groups, which removes the scenario noise; the error rate is split evenly between the paired and the unpaired test"),
-  maxGroups: doc(positiveInt().max(4096).default(256), "groups per adapter kept for pairing (the newest), in the state record"),
+  maxGroups: doc(positiveInt().max(4096).default(256), "groups per adapter kept for pairing (the newest), in the state record — one message: (`guard.baselines` + 3) × this × 48 bytes must stay within 512 KiB, and the whole record within the server's max_payload (checked at start)"),
   successThreshold: doc(z.number().nullable().default(null), "a rollout with reward ≥ this is a success: each adapter's success rate is reported; null = no success rate"),
 });
 
