@@ -59,6 +59,24 @@ describe("ui - store", () => {
     expect(snap.rejections.map((r) => r.seq)).toEqual([8, 7, 9]);
   });
 
+  test("keeps the newest maxRounds rounds, with their adapters and rewards, and the newest maxRejections rejections", () => {
+    const store = new UiStore({ policy: "bt", source: "x", meanings: { phases: {}, reasons: {}, triggers: {} }, flushMs: 10_000, maxRounds: 4, maxRejections: 4 });
+    for (let round = 1; round <= 12; round++) {
+      store.round(round, { status: "published" });
+      store.reward(round, 0.5);
+      store.adapter({ round, name: `bt-r${round}` } as Parameters<UiStore["adapter"]>[0]);
+      store.rejection({ atMs: round, reason: "code_length", message: "m", id: `r${round}`, seq: round });
+    }
+    const snap = store.snapshot();
+    expect(snap.rounds.length).toBeLessThanOrEqual(5); // trimmed to 4 whenever it passes 5
+    expect(snap.rounds.at(-1)?.round).toBe(12);
+    const oldest = snap.rounds[0]!.round;
+    expect(snap.adapters.every((a) => a.round >= oldest)).toBe(true);
+    expect(snap.rewards.every((r) => r.adapterRound >= oldest)).toBe(true);
+    expect(snap.rejections.map((r) => r.seq)).toEqual([9, 10, 11, 12]);
+    expect(snap.reasons).toEqual([{ reason: "code_length", count: 12, lastAtMs: 12, lastMessage: "m" }]); // counts stay exact
+  });
+
   test("a replica keeps the newest event per adapter, newest first", () => {
     const store = newStore();
     store.replicaLoad("http://a", { name: "bt-r1", status: "load_failed", reason: "503", atMs: 1 });

@@ -17,6 +17,9 @@ export interface UiStoreOptions {
   maxRejections?: number;
   /** adapters remembered per replica (default 20) */
   maxLoadsPerReplica?: number;
+  /** rounds kept, the newest, with the adapters and rewards of those rounds on (default 10,000: days of rounds; a
+   *  page's snapshot is built from them, and a daemon runs for weeks) */
+  maxRounds?: number;
 }
 
 /** What a round event changes; `latency_s` is derived here from the close and finish times. */
@@ -46,6 +49,7 @@ export class UiStore {
   readonly #flushMs: number;
   readonly #maxRejections: number;
   readonly #maxLoads: number;
+  readonly #maxRounds: number;
 
   #revision = 0;
   #caughtUp = false;
@@ -75,6 +79,7 @@ export class UiStore {
     this.#flushMs = options.flushMs ?? 100;
     this.#maxRejections = options.maxRejections ?? 20_000;
     this.#maxLoads = options.maxLoadsPerReplica ?? 20;
+    this.#maxRounds = options.maxRounds ?? 10_000;
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -100,7 +105,22 @@ export class UiStore {
     next.latency_s = next.closedAtMs !== null && next.finishedAtMs !== null ? (next.finishedAtMs - next.closedAtMs) / 1000 : null;
     this.#rounds.set(round, next);
     this.#dirty.rounds.add(round);
+    if (this.#rounds.size > this.#maxRounds * 1.25) this.#forgetOldRounds();
     this.#schedule();
+  }
+
+  /** Down to the newest maxRounds rounds, and the adapters and rewards of rounds before them. */
+  #forgetOldRounds(): void {
+    const rounds = [...this.#rounds.keys()].sort((a, b) => a - b);
+    const oldest = rounds[rounds.length - this.#maxRounds] as number;
+    const d = this.#dirty;
+    for (const [map, dirty] of [[this.#rounds, d.rounds], [this.#adapters, d.adapters], [this.#rewards, d.rewards]] as const) {
+      for (const round of map.keys()) {
+        if (round >= oldest) continue;
+        map.delete(round);
+        dirty.delete(round);
+      }
+    }
   }
 
   /** A round known from elsewhere (the daemon's summaries); rounds already known from their events are kept. */
@@ -131,7 +151,12 @@ export class UiStore {
       lastAtMs: newest ? rejection.atMs : row.lastAtMs, lastMessage: newest ? rejection.message : row.lastMessage,
     });
     this.#rejections.push(rejection);
-    if (this.#rejections.length > this.#maxRejections * 1.25) this.#rejections = this.#rejections.slice(-this.#maxRejections);
+    if (this.#rejections.length > this.#maxRejections * 1.25) {
+      // the sequences of those no longer plotted are forgotten too: a repeat of one that old would count it again
+      const dropped = this.#rejections.length - this.#maxRejections;
+      for (const r of this.#rejections.slice(0, dropped)) this.#rejectionSeqs.delete(r.seq);
+      this.#rejections = this.#rejections.slice(dropped);
+    }
     this.#dirty.reasons.add(rejection.reason);
     this.#dirty.rejections.push(rejection);
     this.#schedule();
