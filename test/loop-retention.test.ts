@@ -6,16 +6,18 @@
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Objm } from "@nats-io/obj";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADAPTER_BUCKET, adapterObjectPrefix } from "../src/contract/index.js";
+import { ADAPTER_BUCKET, EVENT_STREAM, adapterObjectPrefix, subjects, type AdapterPublished } from "../src/contract/index.js";
 import { parseConfig, type ConfigInput } from "../src/loop/config/index.js";
+import { ensureStreams } from "../src/loop/connection.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { ReplayMismatchError } from "../src/loop/errors.js";
 import { readManifest } from "../src/loop/manifest.js";
 import { policyDir, roundDir } from "../src/loop/paths.js";
 import { replayRound } from "../src/loop/replay.js";
 import { StateStore } from "../src/loop/state.js";
-import { POLICY, accounting, makeRollout, publishRollouts, settled, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
+import { POLICY, accounting, eventsOn, makeRollout, publishRollouts, settled, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
 
 const KEEP = 2;
 // guard.baselines 1: the record names the last 3 adapters (its lineage), so some old rounds keep theirs and others not
@@ -130,5 +132,23 @@ describe("loop - what old rounds keep, on the disk and in the object store", () 
       expect(info !== null && !info.deleted, name).toBe(true);
       expect([...after.adapter.objects!.files, ...after.reference.objects!.files].find((f) => name.endsWith(`/${f.name}`) && f.sha256 === sha256), name).toBeDefined();
     }
+  });
+
+  it("an announcement of the adapter served that the events stream no longer holds (its age limit, no round published since) is made again at start", async () => {
+    await daemon.stop();
+    const subject = subjects(POLICY).adapterPublished;
+    await env.jsm.streams.purge(EVENT_STREAM, { filter: subject });
+    // the server forgets message ids past its duplicate window: 1 s here, as 30 days of age limit are past its 1 day
+    await ensureStreams(env.jsm, parseConfig({ stream: { eventsDuplicateWindowS: 1 } }).stream);
+    await sleep(3000); // the server prunes its ids on a timer of the window
+    daemon = new Daemon({ config: parseConfig(env.config({ ...overrides, gate: { maxKl: 0.0001 }, stream: { eventsDuplicateWindowS: 1 } })) });
+    await daemon.start();
+    const served = (await (await StateStore.open(env.nc, POLICY, 1)).read())!.record;
+    expect(served.round).toBeGreaterThan(served.adapter.round); // the last round's adapter was refused: round 8's is served
+    const announced = await waitFor("the served adapter announced again", async () => {
+      const list = await eventsOn<AdapterPublished>(env.jsm, subject);
+      return list.length > 0 ? list : null;
+    });
+    expect(announced.map((a) => a.round)).toEqual([served.adapter.round]);
   });
 });

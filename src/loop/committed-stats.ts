@@ -1,5 +1,5 @@
-// The statistics of a round committed as published, for its announcement when a kill cut it short (the next start
-// publishes it: daemon.ts): the adapter's stats.json, else the round's manifest. A read the disk fails (EIO, a full
+// The statistics of the adapter a record serves, for its announcement when a kill cut it short or the events stream's
+// age limit took it away (the next start publishes it: daemon.ts): the adapter's stats.json, else the round's manifest. A read the disk fails (EIO, a full
 // disk's stale handle) is the host's fault: it throws that error, so the caller retries it rather than ending.
 import type { PpoStats } from "../contract/index.js";
 import { isDiskFault } from "./errors.js";
@@ -15,11 +15,11 @@ export async function committedStats(record: StateRecord, workDir: string): Prom
   } catch (err) {
     fromAdapter = err;
   }
-  const manifest = await readManifest(roundDir(workDir, record.policy, record.round));
+  const manifest = await readManifest(roundDir(workDir, record.policy, record.adapter.round));
   if (manifest?.stats) return manifest.stats;
   const diskFault = causes(fromAdapter).find(isDiskFault);
   if (diskFault !== undefined) throw diskFault; // the adapter is there but the disk failed its read: read again later
-  throw new Error(`round ${record.round}: committed as published, but neither its adapter nor its manifest has its statistics`, { cause: fromAdapter });
+  throw new Error(`round ${record.adapter.round}: committed as published, but neither its adapter nor its manifest has its statistics`, { cause: fromAdapter });
 }
 
 /** An error and its causes, outermost first (a read's errno error may sit under a TrainerError and an

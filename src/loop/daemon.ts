@@ -367,7 +367,9 @@ export class Daemon {
    * rolled back trained from the target). Null when nothing is.
    */
   #unfinished(runner: RoundRunner, record: StateRecord): (() => Promise<void>) | null {
-    const republish = record.outcome === "published" && record.adapter.round === record.round;
+    // the adapter served: announced again unless the subject already holds it or a later one (a kill before the
+    // announcement, or RLLOOP_EVENTS' age limit having taken the last one away while no round published)
+    const republish = record.adapter.round > 0;
     if (!republish && !record.rollback) return null;
     return async () => {
       if (record.rollback) await runner.announce(record);

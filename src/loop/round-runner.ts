@@ -721,10 +721,11 @@ export class RoundRunner {
    *  while the disk fails their read, degraded after a few tries — then published. */
   async republish(record: StateRecord): Promise<void> {
     const { ctx } = this;
+    const round = record.adapter.round;
     const stats = await retrying(() => committedStats(record, ctx.config.workDir), {
-      what: `statistics of round ${record.round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => !isDiskFault(err),
+      what: `statistics of round ${round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => !isDiskFault(err),
     });
-    await this.publish(record.round, record.adapter.path, stats);
+    await this.publish(round, record.adapter.path, stats);
   }
 
   /** Idempotent: publishes round's adapter unless the adapters subject already announces it (or a later one). */
