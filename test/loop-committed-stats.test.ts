@@ -57,7 +57,7 @@ describe("loop - a committed round's statistics, read again at the next start", 
     reads.manifest = [null];
     const missing = await committedStats(record, "/work").catch((err: unknown) => err);
     expect(isDiskFault(missing)).toBe(false);
-    expect((missing as Error).message).toMatch(/round 3: committed as published, but neither its adapter nor its manifest has its statistics/);
+    expect((missing as Error).message).toMatch(/round 3: its adapter is served, but neither the adapter nor its round.s manifest has its statistics/);
   });
 
   it("retried the way RoundRunner.republish does: the disk failing twice, then the statistics", async () => {

@@ -109,7 +109,7 @@ describe("live outcomes - the fold", () => {
     expect(twice).toEqual(once);
   });
 
-  it("keeps the newest guard.maxGroups groups per adapter, and trims to a limit lowered since at once", () => {
+  it("keeps the newest guard.maxGroups groups per adapter, and trims every adapter's to a limit lowered since at the next commit", () => {
     const groups = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ adapter: 1, reward: 0.5, group: `scene-${from + i}` }));
     const wide = foldOutcomes(emptyOutcomes(), groups(10), foldOpts(guardConfig({ maxGroups: 8 })));
     expect(wide.adapters[0]!.groups).toHaveLength(8);
@@ -117,6 +117,9 @@ describe("live outcomes - the fold", () => {
     expect(trimmed.adapters[0]!.groups).toHaveLength(3);
     const newest = foldOutcomes(emptyOutcomes(), groups(11), foldOpts(guardConfig({ maxGroups: 3 })));
     expect(trimmed.adapters[0]!.groups.map((g) => g[0])).toEqual(newest.adapters[0]!.groups.map((g) => g[0]));
+    // an adapter that serves nothing in the commit that lowers the limit is trimmed too
+    const other = foldOutcomes(wide, [{ adapter: 2, reward: 0.5 }], foldOpts(guardConfig({ maxGroups: 3 })));
+    expect(other.adapters.find((a) => a.round === 1)!.groups).toHaveLength(3);
   });
 
   it("a different reward range restarts the confidence sequences, not the tallies", () => {

@@ -18,6 +18,10 @@ import { FrameRoots } from "../src/loop/frame-roots.js";
 import { frameBytes } from "../src/loop/frames.js";
 import { Intake } from "../src/loop/intake.js";
 import { POLICY, startLoopEnv, type LoopEnv } from "./helpers/loop.js";
+import { launchServer } from "./helpers/nats-configured.js";
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { ROLLOUT_STREAM_SUBJECTS, EVENT_STREAM_SUBJECTS } from "../src/contract/index.js";
 
 function capture() {
   const lines: Array<Record<string, unknown>> = [];
@@ -141,6 +145,31 @@ describe("loop - the daemon's JetStream resources are reconciled to the config",
       expect((missing as RolloutRejectedError).reason).toBe("image_missing");
     } finally {
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("loop - an account that requires byte limits on its streams", () => {
+  it("keeps the limits the operator set (the server refuses to lift them), warning what they risk; the start goes on", async () => {
+    const dir = join(tmpdir(), `rlloop-required-${process.pid}`);
+    mkdirSync(dir, { recursive: true });
+    const server = await launchServer(dir, `listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\njetstream { store_dir: ${JSON.stringify(join(dir, "store"))} }\n` +
+      "accounts { APP { jetstream { max_file: 1G, max_mem: 64M, max_bytes_required: true }, users: [{ user: app, password: secret }] } }", { healthy: true });
+    const nc = await connect({ servers: `nats://127.0.0.1:${server.ports.client}`, user: "app", pass: "secret" });
+    try {
+      const jsm = await jetstreamManager(nc);
+      // as the operator made them: the account refuses a stream without max_bytes
+      await jsm.streams.add({ name: ROLLOUT_STREAM, subjects: [...ROLLOUT_STREAM_SUBJECTS], max_bytes: 100_000_000 });
+      await jsm.streams.add({ name: EVENT_STREAM, subjects: [...EVENT_STREAM_SUBJECTS], max_bytes: 10_000_000 });
+      const { log, messages } = capture();
+      await ensureStreams(jsm, parseConfig({}).stream, log);
+      expect((await jsm.streams.info(ROLLOUT_STREAM)).config.max_bytes).toBe(100_000_000);
+      expect(messages()).toContain(`stream ${ROLLOUT_STREAM} keeps its count or byte limits (the server refused to lift them): a message not handled before they are reached is dropped without a record`);
+      expect((await jsm.streams.info(ROLLOUT_STREAM)).config.max_age).toBe(nanos(30 * 86400 * 1000)); // the rest reconciled
+    } finally {
+      await nc.close();
+      await server.kill();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

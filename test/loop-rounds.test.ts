@@ -61,7 +61,21 @@ describe("rounds - triggers", () => {
     expect(buffer.trigger(15_000, r)).toBe("max_wait");
   });
 
-  it("an incomplete group left behind by MAX_CARRIES closes, or waiting round.maxWaitS since its first member, trains as it is", () => {
+  it("an incomplete group still growing waits for its members, whatever the closes around it", () => {
+    const buffer = new RoundBuffer();
+    const r = rules({ rows: 2, groupSize: 4, maxWaitS: 10 });
+    let seq = 100;
+    // one robot's episodes one after another: a member every close, each close past round.maxWaitS of the first
+    for (let close = 0; close < 3; close++) {
+      buffer.add(entry(close + 1, 1, "slow"), close * 8_000);
+      for (let k = 0; k < 4; k++) buffer.add(entry(seq++, 1, `g${close}`), close * 8_000);
+      expect(buffer.take(buffer.trigger(close * 8_000, r)!, r, close * 8_000).map((e) => e.seq)).not.toContain(1);
+    }
+    buffer.add(entry(4, 1, "slow"), 24_000);
+    expect(buffer.take(buffer.trigger(24_000, r)!, r, 24_000).map((e) => e.seq)).toEqual([1, 2, 3, 4]);
+  });
+
+  it("an incomplete group that stalled — no member while MAX_CARRIES closes left it behind, or for round.maxWaitS — trains as it is", () => {
     const buffer = new RoundBuffer();
     const r = rules({ rows: 2, groupSize: 2, maxWaitS: null });
     buffer.add(entry(1, 1, "lost"), 0); // its second member never comes (rejected, or its worker died)

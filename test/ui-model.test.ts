@@ -11,6 +11,7 @@ import { num } from "../src/tools/ui/page/format.js";
 import { drawMarks, markLabel, marksSentence, rollbackMarks } from "../src/tools/ui/page/markers.js";
 import { evidenceText, rollbackNotes, servingDetail, servingNote } from "../src/tools/ui/page/rollbacks.js";
 import { applyPatch } from "../src/tools/ui/page/view-state.js";
+import { KEPT_REJECTIONS, KEPT_ROUNDS } from "../src/tools/ui/model.js";
 import { RewardTally } from "../src/tools/ui/reward.js";
 import { UiStore } from "../src/tools/ui/store.js";
 
@@ -165,6 +166,20 @@ describe("ui - the page's copy of the view model", () => {
     const next = applyPatch(view, { revision: view.revision + 1, rounds: [round(2, "published"), round(4, "closed"), round(3, "closed")] });
     expect(next.rounds.map((r) => [r.round, r.status])).toEqual([[1, "published"], [2, "published"], [3, "closed"], [4, "closed"]]);
     expect(view.rounds).toHaveLength(2); // the old copy is untouched
+  });
+
+  test("a page left open keeps what the monitor keeps: the newest KEPT_ROUNDS rounds with their adapters, the newest KEPT_REJECTIONS rejections", () => {
+    const view = base();
+    const round = (r: number) => ({ ...view.rounds[0], round: r }) as UiSnapshot["rounds"][number];
+    const rounds = Array.from({ length: KEPT_ROUNDS + 5 }, (_, i) => round(i + 1));
+    const rejections = Array.from({ length: KEPT_REJECTIONS + 3 }, (_, i) => ({ atMs: i, reason: "code_length", message: "m", id: `r${i}`, seq: i }));
+    const adapters = [1, 6, KEPT_ROUNDS + 5].map((r) => ({ round: r, name: `bt-r${r}` }) as UiSnapshot["adapters"][number]);
+    const next = applyPatch(view, { revision: view.revision + 1, rounds, rejections, adapters });
+    expect(next.rounds).toHaveLength(KEPT_ROUNDS);
+    expect(next.rounds[0]?.round).toBe(6);
+    expect(next.adapters.map((a) => a.round)).toEqual([6, KEPT_ROUNDS + 5]);
+    expect(next.rejections).toHaveLength(KEPT_REJECTIONS);
+    expect(next.rejections[0]?.seq).toBe(3);
   });
 
   test("a patch's rollbacks replace by seq and keep the list in seq order", () => {

@@ -19,7 +19,7 @@ export async function committedStats(record: StateRecord, workDir: string): Prom
   if (manifest?.stats) return manifest.stats;
   const diskFault = causes(fromAdapter).find(isDiskFault);
   if (diskFault !== undefined) throw diskFault; // the adapter is there but the disk failed its read: read again later
-  throw new Error(`round ${record.adapter.round}: committed as published, but neither its adapter nor its manifest has its statistics`, { cause: fromAdapter });
+  throw new Error(`round ${record.adapter.round}: its adapter is served, but neither the adapter nor its round's manifest has its statistics`, { cause: fromAdapter });
 }
 
 /** An error and its causes, outermost first (a read's errno error may sit under a TrainerError and an

@@ -134,5 +134,14 @@ const NO_EVICTION = { max_msgs: -1, max_bytes: -1, max_msgs_per_subject: -1 } as
  * is updated (a log line names what changed); a change the server refuses fails the start (reconcile.ts).
  */
 export async function ensureStreams(jsm: JetStreamManager, stream: Config["stream"], log?: Logger): Promise<void> {
-  for (const wanted of streamConfigs(stream)) await ensureStream(jsm, wanted, log);
+  for (const wanted of streamConfigs(stream)) {
+    try {
+      await ensureStream(jsm, wanted, log);
+    } catch (err) {
+      // an account that requires limits (max_bytes_required) refuses to lift them: keep them, and say what they risk
+      const { max_msgs, max_bytes, max_msgs_per_subject, ...rest } = wanted;
+      if (!(err instanceof ConfigError) || (await ensureStream(jsm, rest, log).then(() => false, () => true))) throw err;
+      log?.warn({ stream: wanted.name, err: err.message }, `stream ${wanted.name} keeps its count or byte limits (the server refused to lift them): a message not handled before they are reached is dropped without a record`);
+    }
+  }
 }

@@ -132,7 +132,7 @@ async function restored(store: ObjectStore, jsm: JetStreamManager, named: Stored
 async function storedWhole(store: ObjectStore, jsm: JetStreamManager, folder: StoredFolder): Promise<boolean> {
   for (const file of folder.files) {
     const info = await store.info(`${folder.prefix}/${file.name}`);
-    if (info === null || info.deleted || info.size !== file.size || !(await chunksPresent(jsm, info))) return false;
+    if (info === null || info.deleted || info.size !== file.size || digestHex(info.digest) !== file.sha256 || !(await chunksPresent(jsm, info))) return false;
   }
   return true;
 }

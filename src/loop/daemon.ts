@@ -362,9 +362,8 @@ export class Daemon {
   }
 
   /**
-   * What a killed daemon left unannounced, in the order it happened: a rollback the record names (announced unless
-   * it was), then a round committed as published, unless a rollback moved the record since (a round whose commit
-   * rolled back trained from the target). Null when nothing is.
+   * What may be unannounced, in the order it happened: a rollback the record names (announced unless it was), then
+   * the adapter the record serves (announced unless the subject holds it or a later one). Null when nothing can be.
    */
   #unfinished(runner: RoundRunner, record: StateRecord): (() => Promise<void>) | null {
     // the adapter served: announced again unless the subject already holds it or a later one (a kill before the

@@ -69,7 +69,8 @@ export function foldOutcomes(outcomes: LiveOutcomes, rollouts: readonly ServedRo
   const adapters = [...byRound.values()].sort((a, b) => a.round - b.round).slice(-KEPT_OUTCOMES);
   // groups are kept for the newest adapters only (those the guard can still compare): the record stays small
   const pairing = new Set(adapters.slice(-(opts.baselines + 3)).map((a) => a.round)); // groupSumsBytes counts these
-  for (const a of adapters) if (!pairing.has(a.round)) a.groups = [];
+  // the newest maxGroups each: a limit lowered since trims every adapter's at this commit, not only those served now
+  for (const a of adapters) a.groups = pairing.has(a.round) ? a.groups.slice(-opts.maxGroups) : [];
   if (opts.range !== null && opts.pairByGroup) formPairs(adapters, opts);
   return { range: opts.range, adapters };
 }
@@ -107,8 +108,7 @@ function addReward(entry: AdapterOutcome, r: ServedRollout, opts: FoldOptions): 
     found[2] += x;
   } else {
     entry.groups.push([key, 1, x, 0]);
-    // the newest maxGroups: a limit lowered since trims the older ones at once
-    if (entry.groups.length > opts.maxGroups) entry.groups.splice(0, entry.groups.length - opts.maxGroups);
+    if (entry.groups.length > opts.maxGroups) entry.groups.shift(); // the newest maxGroups (foldOutcomes trims a lowered limit)
   }
 }
 

@@ -30,7 +30,7 @@ import { frameFileName, incomingDir, roundDir } from "./paths.js";
 import { errorSummary, isolatePoison, TrainerFaultError, type Culprit } from "./poison-isolation.js";
 import { diskRoom, trainingOutputBytes } from "./disk-room.js";
 import type { Probe, ProbeResult } from "./probe.js";
-import { lastPublishedRoundEvent, publishAdapter } from "./publish.js";
+import { lastAnnouncement, lastPublishedRoundEvent, publishAdapter } from "./publish.js";
 import { retrying, type RetryOptions } from "./retry.js";
 import { attemptOutDir, removeJobOutput, roundJob } from "./round-job.js";
 import { withRecentAdapter, withUnpublished, type StateRecord, type StateStore } from "./state.js";
@@ -722,6 +722,9 @@ export class RoundRunner {
   async republish(record: StateRecord): Promise<void> {
     const { ctx } = this;
     const round = record.adapter.round;
+    // announced already, its event too (the usual start): nothing to read
+    const last = await retrying(() => lastAnnouncement(ctx.nats.jsm, ctx.policy), { what: "the last announcement", log: ctx.log, health: this.#health(), stop: ctx.stopSignal });
+    if (last !== null && (last.round > round || (last.round === round && (await this.#lastPublishedEvent()) >= round))) return;
     const stats = await retrying(() => committedStats(record, ctx.config.workDir), {
       what: `statistics of round ${round}`, log: ctx.log, health: this.#health(), stop: ctx.stopSignal, fatal: (err) => !isDiskFault(err),
     });

@@ -9,6 +9,7 @@ import { isStopRequested } from "./errors.js";
 import type { Manifest } from "./manifest.js";
 import { isRollbackRefused } from "./rollback.js";
 import type { RoundRunner } from "./round-runner.js";
+import { RoundBuffer } from "./rounds.js";
 
 interface RollbackRequest {
   toRound: number;
@@ -95,6 +96,9 @@ export class RoundScheduler {
     if (!trigger) return;
     const entries = ctx.buffer.take(trigger, ctx.config.round, Date.now());
     const round = this.#nextRound++;
+    const { groupSize } = ctx.config.round;
+    const incomplete = groupSize === null || trigger === "max_wait" ? [] : RoundBuffer.incompleteGroups(entries, groupSize);
+    if (incomplete.length > 0) this.options.log.info({ round, groups: incomplete.length, groupSize }, "round takes groups that stalled incomplete (no member came while round.maxWaitS passed or 3 closes left them behind)");
     for (const e of entries) ctx.reserved.set(e.seq, e.id);
     this.#start(round, () => runner.runClosed(round, entries, trigger));
   }

@@ -17,7 +17,7 @@ export interface BufferEntry {
 
 export type RoundRules = Config["round"];
 
-/** Closes that may leave an incomplete group behind; at the next it trains as it is (#groupsToTake). */
+/** Closes that may leave an incomplete group behind with no new member; at the next it trains as it is (#groupsToTake). */
 export const MAX_CARRIES = 3;
 
 export class RoundBuffer<E extends BufferEntry = BufferEntry> {
@@ -76,16 +76,24 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   }
 
   /**
-   * The groups a rows or groups close takes: the complete ones, and an incomplete one that has waited round.maxWaitS
-   * since its first member arrived or was left behind MAX_CARRIES times — then it trains as it is. A group whose
-   * missing member was rejected or lost never completes, and under steady load a rows close always comes before
-   * round.maxWaitS would: carried for ever, such groups would fill the round and then hold the stream.
+   * The groups a rows or groups close takes: the complete ones, and an incomplete one that stalled — no member came
+   * for round.maxWaitS, or while MAX_CARRIES closes left it behind — which then trains as it is. A group whose missing
+   * member was rejected or lost never completes, and under steady load a rows close always comes before round.maxWaitS
+   * would: carried for ever, such groups would fill the round and then hold the stream. A group still growing (one
+   * robot's episodes one after another) waits for its members.
    */
   #groupsToTake(groupSize: number, maxWaitS: number | null, now: number): Set<string> {
     const members = new Map<string, E[]>();
     for (const e of this.#entries.values()) if (e.group !== undefined) members.set(e.group, [...(members.get(e.group) ?? []), e]);
-    const overdue = (e: E) => (this.#carried.get(e.seq) ?? 0) >= MAX_CARRIES || (maxWaitS !== null && now - (this.#arrivedAt.get(e.seq) ?? now) >= maxWaitS * 1000);
-    return new Set([...members].filter(([, es]) => es.length >= groupSize || es.some(overdue)).map(([group]) => group));
+    const stalled = (e: E) => (this.#carried.get(e.seq) ?? 0) >= MAX_CARRIES || (maxWaitS !== null && now - (this.#arrivedAt.get(e.seq) ?? now) >= maxWaitS * 1000);
+    return new Set([...members].filter(([, es]) => es.length >= groupSize || es.every(stalled)).map(([group]) => group));
+  }
+
+  /** Groups of `entries` with fewer than `groupSize` of their members there (a stalled group trained as it is). */
+  static incompleteGroups(entries: readonly BufferEntry[], groupSize: number): string[] {
+    const counts = new Map<string, number>();
+    for (const e of entries) if (e.group !== undefined) counts.set(e.group, (counts.get(e.group) ?? 0) + 1);
+    return [...counts].filter(([, n]) => n < groupSize).map(([group]) => group);
   }
 
   #remove(e: E) {

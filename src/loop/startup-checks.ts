@@ -79,8 +79,7 @@ export function checkPayloadLimits(nats: Nats, config: Config, log: Logger): voi
     log.warn({ maxPayload, framesMaxBytes: config.frames.maxBytes, inlineFrameBytes: inline },
       "frames.maxBytes is larger than an inline frame ({png_base64}) can be on this server: larger frames must come by {path} or {object}");
   }
-  // the state record is one message: group sums it cannot hold would make every commit fail (config/load.ts keeps
-  // them within STATE_GROUP_SUMS_BUDGET of the default 1 MiB)
+  // the state record is one message: group sums it cannot hold would make every commit fail, retried for ever
   const sums = config.guard.rewardRange !== null && config.guard.pairByGroup ? groupSumsBytes(config.guard) : 0;
   if (sums + STATE_RECORD_REST_BYTES > maxPayload) {
     throw new ConfigError(`the server's max_payload (${maxPayload} bytes) cannot hold the state record: up to ${sums} bytes of the guard's group sums ('guard.maxGroups' ${config.guard.maxGroups}, 'guard.baselines' ${config.guard.baselines}) and ~${STATE_RECORD_REST_BYTES} bytes besides; lower them or raise max_payload`);

@@ -7,10 +7,6 @@ import type { z } from "zod";
 import { ConfigError } from "../errors.js";
 import { registerConfigSecrets } from "./redact.js";
 import { ConfigSchema, type Config, type ConfigInput } from "./schema.js";
-import { groupSumsBytes } from "../live-outcomes.js";
-
-/** Of the state record's one message, what the guard's group sums may take (the rest of the record is tens of kB). */
-export const STATE_GROUP_SUMS_BUDGET = 512 * 1024;
 
 /** Keys that were renamed or removed: using one fails with what to write instead. */
 const REPLACED: Record<string, (value: unknown) => string> = {
@@ -136,11 +132,6 @@ function checkCombinations(config: Config) {
     if (config.stream[window] > config.stream[age]) {
       fail(`'stream.${window}' (${config.stream[window]}) must not exceed 'stream.${age}' (${config.stream[age]}): the server refuses a longer duplicate window`);
     }
-  }
-  // the state record is one KV value (the server's max_payload, 1 MiB by default, holds it whole): a commit that
-  // cannot be written would be retried for ever
-  if (config.guard.rewardRange !== null && config.guard.pairByGroup && groupSumsBytes(config.guard) > STATE_GROUP_SUMS_BUDGET) {
-    fail(`'guard.maxGroups' (${config.guard.maxGroups}) with 'guard.baselines' (${config.guard.baselines}) keeps up to ${Math.round(groupSumsBytes(config.guard) / 1024)} KiB of group sums in the state record, over its ${STATE_GROUP_SUMS_BUDGET / 1024} KiB budget (the record is one message, within the server's max_payload): lower either`);
   }
   if (config.trainer.retryMinS > config.trainer.retryMaxS) {
     fail(`'trainer.retryMinS' (${config.trainer.retryMinS}) must not exceed 'trainer.retryMaxS' (${config.trainer.retryMaxS})`);

@@ -87,7 +87,7 @@ const Limits = z.strictObject({
 const Round = z.strictObject({
   rows: doc(positiveInt().default(256), "close when the open round has this many decision rows (steps)"),
   groups: doc(positiveInt().nullable().default(null), "close when it has this many complete groups (needs `round.groupSize`); null = off"),
-  groupSize: doc(positiveInt().nullable().default(null), "rollouts per group; when set, a round closed by rows or groups takes complete groups and ungrouped rollouts and carries incomplete groups to the next round — each at most 3 closes, or until `round.maxWaitS` since its first member arrived, then it trains as it is"),
+  groupSize: doc(positiveInt().nullable().default(null), "rollouts per group; when set, a round closed by rows or groups takes complete groups and ungrouped rollouts and carries incomplete groups to the next round; one that stalled (no member came for `round.maxWaitS`, or while 3 closes left it behind) trains as it is"),
   maxWaitS: doc(seconds().nullable().default(600), "close when this long passed since the open round's oldest rollout arrived (incomplete groups a close left behind count from their arrival) and it has at least `round.minRows`; null = off"),
   minRows: doc(positiveInt().default(32), "rows a round needs to close by `round.maxWaitS` (capped at `round.rows`)"),
 });
@@ -153,7 +153,7 @@ const Guard = z.strictObject({
   baselines: doc(positiveInt().max(8).default(3), "compare the adapter under test with its nearest this many ancestors (predecessor, grandparent, …) and roll back to the best; their adapters and optimizer states are kept in the object store (this + 2 adapters)"),
   minRollouts: doc(positiveInt().default(16), "rollouts an adapter needs before the guard tests it or compares against it"),
   pairByGroup: doc(z.boolean().default(true), "also compare per `group` (same scenario / start state) when rollouts of both adapters share groups, which removes the scenario noise; the error rate is split evenly between the paired and the unpaired test"),
-  maxGroups: doc(positiveInt().max(4096).default(256), "groups per adapter kept for pairing (the newest), in the state record — one message: (`guard.baselines` + 3) × this × 48 bytes must stay within 512 KiB, and the whole record within the server's max_payload (checked at start)"),
+  maxGroups: doc(positiveInt().max(4096).default(256), "groups per adapter kept for pairing (the newest), in the state record — one message: (`guard.baselines` + 3) × this × 48 bytes and ~128 KiB besides must fit the server's max_payload (1 MiB by default; checked at start)"),
   successThreshold: doc(z.number().nullable().default(null), "a rollout with reward ≥ this is a success: each adapter's success rate is reported; null = no success rate"),
 });
 

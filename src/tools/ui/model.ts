@@ -190,6 +190,11 @@ export interface UiMeanings {
 }
 
 /** Everything the page shows. Lists are in ascending order (rounds by round, rejections by time, rollbacks by seq). */
+/** What the monitor and an open page keep, the newest: rounds (with the adapters and rewards from the oldest kept
+ *  on) and rejections for the over-time plot. A daemon runs for weeks. */
+export const KEPT_ROUNDS = 10_000;
+export const KEPT_REJECTIONS = 20_000;
+
 export interface UiSnapshot {
   /** the view model's format, bumped on incompatible changes */
   format: 1;

@@ -2,8 +2,9 @@
 // model's terms; pages get the whole snapshot once and then patches. Changes are coalesced for `flushMs` (a burst
 // of rollouts is one patch, not hundreds) and flushed in order, so a page is at most `flushMs` behind the source.
 // Knows nothing of NATS or the wire.
-import type {
-  AdapterRow, ReasonRow, RejectionPoint, ReplicaLoad, ReplicaRow, RewardPoint, RollbackRow, RoundPoint, UiLive, UiMeanings, UiPatch, UiSnapshot,
+import {
+  KEPT_REJECTIONS, KEPT_ROUNDS, type AdapterRow, type ReasonRow, type RejectionPoint, type ReplicaLoad, type ReplicaRow, type RewardPoint,
+  type RollbackRow, type RoundPoint, type UiLive, type UiMeanings, type UiPatch, type UiSnapshot,
 } from "./model.js";
 import { RewardTally } from "./reward.js";
 
@@ -77,9 +78,9 @@ export class UiStore {
     this.source = options.source;
     this.#meanings = options.meanings;
     this.#flushMs = options.flushMs ?? 100;
-    this.#maxRejections = options.maxRejections ?? 20_000;
+    this.#maxRejections = options.maxRejections ?? KEPT_REJECTIONS;
     this.#maxLoads = options.maxLoadsPerReplica ?? 20;
-    this.#maxRounds = options.maxRounds ?? 10_000;
+    this.#maxRounds = options.maxRounds ?? KEPT_ROUNDS;
   }
 
   // -------------------------------------------------------------------------------------------------------------

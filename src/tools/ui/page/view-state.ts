@@ -1,20 +1,23 @@
 // The page's copy of the view model: a snapshot, then patches applied in revision order (rows replace rows with
 // the same key). Pure: no DOM, so it is tested without a browser.
-import type { UiPatch, UiSnapshot } from "../model.js";
+import { KEPT_REJECTIONS, KEPT_ROUNDS, type UiPatch, type UiSnapshot } from "../model.js";
 
 export function applyPatch(view: UiSnapshot, patch: UiPatch): UiSnapshot {
   // a patch the snapshot already contains (sent before the snapshot was taken) changes nothing
   if (patch.revision <= view.revision) return view;
+  const rounds = patch.rounds ? upsert(view.rounds, patch.rounds, (r) => r.round).slice(-KEPT_ROUNDS) : view.rounds;
+  // a page left open for weeks keeps what the monitor keeps
+  const oldest = rounds.length >= KEPT_ROUNDS ? (rounds[0]?.round ?? 0) : 0;
   return {
     ...view,
     revision: patch.revision,
     caughtUp: patch.caughtUp ?? view.caughtUp,
     live: patch.live ?? view.live,
-    rounds: patch.rounds ? upsert(view.rounds, patch.rounds, (r) => r.round) : view.rounds,
-    rewards: patch.rewards ? upsert(view.rewards, patch.rewards, (r) => r.adapterRound) : view.rewards,
+    rounds,
+    rewards: (patch.rewards ? upsert(view.rewards, patch.rewards, (r) => r.adapterRound) : view.rewards).filter((r) => r.adapterRound >= oldest),
     reasons: patch.reasons ? upsert(view.reasons, patch.reasons, (r) => r.reason).sort((a, b) => b.count - a.count || a.reason.localeCompare(b.reason)) : view.reasons,
-    rejections: patch.rejections ? [...view.rejections, ...patch.rejections] : view.rejections,
-    adapters: patch.adapters ? upsert(view.adapters, patch.adapters, (a) => a.round) : view.adapters,
+    rejections: patch.rejections ? [...view.rejections, ...patch.rejections].slice(-KEPT_REJECTIONS) : view.rejections,
+    adapters: (patch.adapters ? upsert(view.adapters, patch.adapters, (a) => a.round) : view.adapters).filter((a) => a.round >= oldest),
     replicas: patch.replicas ? upsert(view.replicas, patch.replicas, (r) => r.replica) : view.replicas,
     rollbacks: patch.rollbacks ? upsert(view.rollbacks, patch.rollbacks, (r) => r.seq) : view.rollbacks,
   };
