@@ -251,10 +251,10 @@ export async function startReloader(nc: NatsConnection, options: ReloaderOptions
   };
 }
 
-/** A replica's queue of announcements: the tail of its work, the newest round loaded, and handled. */
 /** The longest wait between checks that try an adapter a replica failed to load. */
 const MAX_CHECK_BACKOFF_MS = 10 * 60_000;
 
+/** A replica's queue of announcements: the tail of its work, the newest round loaded, and handled. */
 interface Lane {
   tail: Promise<void>;
   loaded: number;
