@@ -84,16 +84,19 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
    */
   #groupsToTake(groupSize: number, maxWaitS: number | null, now: number): Set<string> {
     const members = new Map<string, E[]>();
-    for (const e of this.#entries.values()) if (e.group !== undefined) members.set(e.group, [...(members.get(e.group) ?? []), e]);
+    for (const e of this.#entries.values()) {
+      if (e.group === undefined) continue;
+      const list = members.get(e.group);
+      if (list) list.push(e);
+      else members.set(e.group, [e]);
+    }
     const stalled = (e: E) => (this.#carried.get(e.seq) ?? 0) >= MAX_CARRIES || (maxWaitS !== null && now - (this.#arrivedAt.get(e.seq) ?? now) >= maxWaitS * 1000);
     return new Set([...members].filter(([, es]) => es.length >= groupSize || es.every(stalled)).map(([group]) => group));
   }
 
   /** Groups of `entries` with fewer than `groupSize` of their members there (a stalled group trained as it is). */
   static incompleteGroups(entries: readonly BufferEntry[], groupSize: number): string[] {
-    const counts = new Map<string, number>();
-    for (const e of entries) if (e.group !== undefined) counts.set(e.group, (counts.get(e.group) ?? 0) + 1);
-    return [...counts].filter(([, n]) => n < groupSize).map(([group]) => group);
+    return [...groupCounts(entries)].filter(([, n]) => n < groupSize).map(([group]) => group);
   }
 
   #remove(e: E) {
@@ -104,8 +107,13 @@ export class RoundBuffer<E extends BufferEntry = BufferEntry> {
   }
 
   private completeGroups(groupSize: number): Set<string> {
-    const counts = new Map<string, number>();
-    for (const e of this.#entries.values()) if (e.group !== undefined) counts.set(e.group, (counts.get(e.group) ?? 0) + 1);
-    return new Set([...counts].filter(([, n]) => n >= groupSize).map(([g]) => g));
+    return new Set([...groupCounts(this.#entries.values())].filter(([, n]) => n >= groupSize).map(([g]) => g));
   }
+}
+
+/** Members of each group among `entries`. */
+function groupCounts(entries: Iterable<BufferEntry>): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const e of entries) if (e.group !== undefined) counts.set(e.group, (counts.get(e.group) ?? 0) + 1);
+  return counts;
 }
