@@ -12,7 +12,7 @@ import { parseConfig } from "../src/loop/config/index.js";
 import { Daemon } from "../src/loop/daemon.js";
 import { maxAckPending } from "../src/loop/intake.js";
 import { POLICY, REPO, cliArgs, eventsOn, makeRollout, publishRollouts, spawnDaemon, startLoopEnv, waitFor, type LoopEnv } from "./helpers/loop.js";
-import { subjects } from "../src/contract/index.js";
+import { ROLLOUT_STREAM, subjects } from "../src/contract/index.js";
 
 /** Metric names and types a scrape declares (`# TYPE name type`). */
 function declared(scrape: string): Map<string, string> {
@@ -55,6 +55,7 @@ describe("ops - metrics and probes of a running daemon", () => {
       rlloop_rollouts_rejected_total: "counter", rlloop_rounds_total: "counter", rlloop_committed_round: "gauge",
       rlloop_buffered_rows: "gauge", rlloop_buffered_rollouts: "gauge", rlloop_pending_acks: "gauge", rlloop_phase: "gauge",
       rlloop_rollouts_waiting: "gauge", rlloop_copies_waiting: "gauge", rlloop_consumer_ack_pending: "gauge", rlloop_consumer_max_ack_pending: "gauge", rlloop_round_events_unpublished: "gauge",
+      rlloop_stream_bytes: "gauge",
       rlloop_degraded: "gauge", rlloop_gpu_memory_bytes: "gauge", rlloop_last_round_pg_loss: "gauge", rlloop_last_round_kl: "gauge",
       rlloop_last_round_clip_fraction: "gauge", rlloop_last_round_logp_gap: "gauge", rlloop_last_round_logp_gap_abs: "gauge",
       rlloop_last_round_rows: "gauge", rlloop_last_round_train_seconds: "gauge", rlloop_round_latency_seconds: "histogram",
@@ -80,6 +81,15 @@ describe("ops - metrics and probes of a running daemon", () => {
       const s = await (await fetch(`${base}/metrics`)).text();
       return s.includes(`rlloop_consumer_max_ack_pending ${limit}`) && s.includes("rlloop_consumer_ack_pending 0") ? true : null;
     });
+    // the streams' sizes, as the server counts them: the store to size is theirs
+    const rollouts = (await env.jsm.streams.info(ROLLOUT_STREAM)).state.bytes;
+    expect(rollouts).toBeGreaterThan(0);
+    const sized = await waitFor("the streams' bytes scraped", async () => {
+      const s = await (await fetch(`${base}/metrics`)).text();
+      const m = /^rlloop_stream_bytes\{stream="RLLOOP_ROLLOUTS"\} (\d+)$/m.exec(s);
+      return m && /^rlloop_stream_bytes\{stream="RLLOOP_EVENTS"\} [1-9]\d*$/m.test(s) ? Number(m[1]) : null;
+    });
+    expect(sized).toBe(rollouts); // nothing published to it since
   });
 
   it("ops/grafana-dashboard.json queries only metrics the daemon exports", async () => {

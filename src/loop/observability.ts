@@ -4,6 +4,7 @@
 import type { Server } from "node:http";
 import type { Service } from "@nats-io/services";
 import { logger } from "../log.js";
+import { EVENT_STREAM, ROLLOUT_STREAM } from "../contract/index.js";
 import type { MountedUi } from "../tools/ui/mount.js";
 import { redactUrl } from "./config/index.js";
 import type { LoopContext } from "./context.js";
@@ -73,6 +74,10 @@ export class Observability {
     }
     this.#ticker = new StatsTicker(ctx, () => loop.snapshot(), async () => {
       ctx.metrics.roundEventsUnpublished.set(ctx.events.unpublished);
+      for (const stream of [ROLLOUT_STREAM, EVENT_STREAM]) {
+        const info = await ctx.nats.jsm.streams.info(stream).catch(() => null); // NATS away: the next tick reads it
+        if (info) ctx.metrics.streamBytes.set({ stream }, info.state.bytes);
+      }
       const consumer = await loop.consumer();
       if (consumer === null) return;
       ctx.ackFloor = Math.max(ctx.ackFloor, consumer.ackFloor);
